@@ -1,0 +1,410 @@
+//! The integration-test bed: two real Kafka clusters and helpers that write and
+//! read them with full fidelity.
+//!
+//! By default the clusters are the local ones started by `tests/kafka/cluster`
+//! (source 127.0.0.1:19092, target 127.0.0.1:29092). If they are not running,
+//! the first test to ask starts them and the test binary stops them again when
+//! it exits; under `tests/run` they are already up and are left alone. Set
+//! `EOSMIRROR_SOURCE_BOOTSTRAP` and `EOSMIRROR_TARGET_BOOTSTRAP` to run the
+//! suite against any two clusters instead (tests that need the fault-injection
+//! listeners are then skipped by the tests themselves).
+//!
+//! Helpers are synchronous on purpose: tests drive real processes and brokers,
+//! and blocking calls keep each test a plain sequence of steps.
+#![allow(dead_code)] // each test binary uses a different subset of the helpers
+
+use std::collections::{BTreeMap, HashSet};
+use std::path::PathBuf;
+use std::process::Command;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+use rdkafka::client::DefaultClientContext;
+use rdkafka::config::ClientConfig;
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::error::KafkaError;
+use rdkafka::message::{Header, Headers, Message, OwnedHeaders};
+use rdkafka::producer::{BaseRecord, DefaultProducerContext, Producer, ThreadedProducer};
+use rdkafka::types::RDKafkaErrorCode;
+use rdkafka::{Offset, Timestamp, TopicPartitionList};
+
+/// How long any single helper waits on a broker before the test fails loudly.
+const BROKER_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// One Kafka cluster of the test bed.
+#[derive(Debug, Clone)]
+pub struct Cluster {
+    /// "source" or "target", for messages.
+    pub name: &'static str,
+    /// Direct bootstrap address (tools and checkers connect here).
+    pub bootstrap: String,
+    /// Bootstrap address behind the fault-injection listener: the broker
+    /// advertises this address on its proxied listener, so a client that
+    /// bootstraps here sends all its traffic through whatever listens on it.
+    /// `None` for external clusters.
+    pub proxied: Option<ProxiedListener>,
+}
+
+/// The two sides of the fault-injection listener of a local broker.
+#[derive(Debug, Clone, Copy)]
+pub struct ProxiedListener {
+    /// Where the broker really listens; a proxy forwards here.
+    pub broker_port: u16,
+    /// What the broker advertises; a proxy listens here.
+    pub advertised_port: u16,
+}
+
+/// Source and target clusters.
+#[derive(Debug)]
+pub struct TestBed {
+    pub source: Cluster,
+    pub target: Cluster,
+}
+
+/// The shared bed, set up once per test binary.
+pub fn bed() -> &'static TestBed {
+    static BED: OnceLock<TestBed> = OnceLock::new();
+    BED.get_or_init(|| {
+        match (
+            std::env::var("EOSMIRROR_SOURCE_BOOTSTRAP"),
+            std::env::var("EOSMIRROR_TARGET_BOOTSTRAP"),
+        ) {
+            (Ok(source), Ok(target)) => TestBed {
+                source: Cluster { name: "source", bootstrap: source, proxied: None },
+                target: Cluster { name: "target", bootstrap: target, proxied: None },
+            },
+            (Err(_), Err(_)) => {
+                ensure_local_clusters();
+                TestBed {
+                    source: local_cluster("source", 19090),
+                    target: local_cluster("target", 29090),
+                }
+            }
+            _ => panic!(
+                "set both EOSMIRROR_SOURCE_BOOTSTRAP and EOSMIRROR_TARGET_BOOTSTRAP, or neither"
+            ),
+        }
+    })
+}
+
+fn local_cluster(name: &'static str, port_base: u16) -> Cluster {
+    Cluster {
+        name,
+        bootstrap: format!("127.0.0.1:{}", port_base + 2),
+        proxied: Some(ProxiedListener {
+            broker_port: port_base + 4,
+            advertised_port: port_base + 5,
+        }),
+    }
+}
+
+/// The repository's cluster tool.
+pub fn cluster_tool() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/kafka/cluster")
+}
+
+/// Starts the local clusters unless they already run; if this process started
+/// them, it stops them when it exits (also after failed tests).
+fn ensure_local_clusters() {
+    let running = Command::new(cluster_tool())
+        .arg("status")
+        .output()
+        .expect("run tests/kafka/cluster status")
+        .status
+        .success();
+    if running {
+        return;
+    }
+    let status = Command::new(cluster_tool())
+        .arg("up")
+        .status()
+        .expect("run tests/kafka/cluster up");
+    assert!(status.success(), "tests/kafka/cluster up failed");
+    extern "C" fn stop_clusters() {
+        let _ = Command::new(cluster_tool()).arg("down").status();
+    }
+    // SAFETY: registers a plain function with no captured state; it runs once
+    // at process exit, when the test harness has finished all tests.
+    unsafe {
+        libc::atexit(stop_clusters);
+    }
+}
+
+/// A name no other test (in this or any earlier run) uses.
+pub fn unique_name(prefix: &str) -> String {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let nanos = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_nanos();
+    format!(
+        "{prefix}-{}-{}-{}",
+        std::process::id(),
+        COUNTER.fetch_add(1, Ordering::Relaxed),
+        nanos % 1_000_000_000_000
+    )
+}
+
+/// Which records a reader sees.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Isolation {
+    ReadCommitted,
+    ReadUncommitted,
+}
+
+impl Isolation {
+    fn as_config(self) -> &'static str {
+        match self {
+            Isolation::ReadCommitted => "read_committed",
+            Isolation::ReadUncommitted => "read_uncommitted",
+        }
+    }
+}
+
+/// What happens to a producer transaction at its end.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TxnOutcome {
+    Commit,
+    Abort,
+}
+
+/// A record to write, with every field Kafka carries.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TestRecord {
+    pub partition: i32,
+    pub key: Option<Vec<u8>>,
+    pub value: Option<Vec<u8>>,
+    /// In order; duplicates and null values allowed.
+    pub headers: Vec<(String, Option<Vec<u8>>)>,
+    /// Explicit CreateTime in ms; `None` lets the producer stamp it.
+    pub timestamp: Option<i64>,
+}
+
+impl TestRecord {
+    /// A record with a key and value and nothing else.
+    pub fn new(partition: i32, key: &str, value: &str) -> TestRecord {
+        TestRecord {
+            partition,
+            key: Some(key.as_bytes().to_vec()),
+            value: Some(value.as_bytes().to_vec()),
+            headers: Vec::new(),
+            timestamp: None,
+        }
+    }
+}
+
+/// A record as read back, with its position and timestamp type.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReadRecord {
+    pub partition: i32,
+    pub offset: i64,
+    pub key: Option<Vec<u8>>,
+    pub value: Option<Vec<u8>>,
+    pub headers: Vec<(String, Option<Vec<u8>>)>,
+    pub timestamp: Timestamp,
+}
+
+impl ReadRecord {
+    /// Whether this is the stored form of `sent` (same content; a sent record
+    /// without explicit timestamp matches any CreateTime).
+    pub fn matches(&self, sent: &TestRecord) -> bool {
+        let timestamp_ok = match sent.timestamp {
+            Some(ms) => self.timestamp == Timestamp::CreateTime(ms),
+            None => matches!(self.timestamp, Timestamp::CreateTime(_)),
+        };
+        self.partition == sent.partition
+            && self.key == sent.key
+            && self.value == sent.value
+            && self.headers == sent.headers
+            && timestamp_ok
+    }
+}
+
+impl Cluster {
+    /// Client settings every helper starts from.
+    pub fn client_config(&self) -> ClientConfig {
+        let mut config = ClientConfig::new();
+        config.set("bootstrap.servers", &self.bootstrap);
+        config
+    }
+
+    pub fn admin(&self) -> AdminClient<DefaultClientContext> {
+        self.client_config().create().expect("create admin client")
+    }
+
+    /// Creates a uniquely named topic and returns its name.
+    pub fn create_topic(&self, prefix: &str, partitions: i32) -> String {
+        let name = unique_name(prefix);
+        self.create_topic_with(&name, partitions, &[]);
+        name
+    }
+
+    /// Creates topic `name` with topic-level configs; waits until its metadata
+    /// is visible so that producers and consumers can use it at once.
+    pub fn create_topic_with(&self, name: &str, partitions: i32, configs: &[(&str, &str)]) {
+        let admin = self.admin();
+        let mut topic = NewTopic::new(name, partitions, TopicReplication::Fixed(1));
+        for (k, v) in configs {
+            topic = topic.set(k, v);
+        }
+        let options = AdminOptions::new().operation_timeout(Some(BROKER_TIMEOUT));
+        let results = block_on(admin.create_topics([&topic], &options))
+            .unwrap_or_else(|e| panic!("{}: create topic {name}: {e}", self.name));
+        for result in results {
+            if let Err((topic, code)) = result {
+                panic!("{}: create topic {topic}: {code}", self.name);
+            }
+        }
+        let deadline = Instant::now() + BROKER_TIMEOUT;
+        while self.partition_count(name) != Some(partitions) {
+            assert!(Instant::now() < deadline, "{}: topic {name} never appeared", self.name);
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// Number of partitions of `topic`, or `None` if the cluster doesn't have it.
+    pub fn partition_count(&self, topic: &str) -> Option<i32> {
+        let consumer: BaseConsumer = self.client_config().create().expect("create consumer");
+        let metadata = consumer
+            .fetch_metadata(Some(topic), BROKER_TIMEOUT)
+            .unwrap_or_else(|e| panic!("{}: metadata for {topic}: {e}", self.name));
+        let t = metadata.topics().iter().find(|t| t.name() == topic)?;
+        match t.error() {
+            None => Some(t.partitions().len() as i32),
+            Some(e) if RDKafkaErrorCode::from(e) == RDKafkaErrorCode::UnknownTopicOrPartition => {
+                None
+            }
+            Some(e) => panic!("{}: metadata for {topic}: {:?}", self.name, RDKafkaErrorCode::from(e)),
+        }
+    }
+
+    /// Writes records with a plain idempotent producer and waits until all are acknowledged.
+    pub fn produce(&self, topic: &str, records: &[TestRecord]) {
+        let mut config = self.client_config();
+        config.set("enable.idempotence", "true");
+        let producer: ThreadedProducer<DefaultProducerContext> =
+            config.create().expect("create producer");
+        send_all(&producer, topic, records);
+        producer.flush(BROKER_TIMEOUT).expect("flush producer");
+    }
+
+    /// Writes records in one transaction that ends as `outcome` says.
+    pub fn produce_transaction(&self, topic: &str, records: &[TestRecord], outcome: TxnOutcome) {
+        let mut config = self.client_config();
+        config.set("transactional.id", unique_name("testbed-txn"));
+        let producer: ThreadedProducer<DefaultProducerContext> =
+            config.create().expect("create transactional producer");
+        producer.init_transactions(BROKER_TIMEOUT).expect("init_transactions");
+        producer.begin_transaction().expect("begin_transaction");
+        send_all(&producer, topic, records);
+        match outcome {
+            TxnOutcome::Commit => producer.commit_transaction(BROKER_TIMEOUT).expect("commit"),
+            TxnOutcome::Abort => {
+                // Flush first so the aborted records really reach the log.
+                producer.flush(BROKER_TIMEOUT).expect("flush before abort");
+                producer.abort_transaction(BROKER_TIMEOUT).expect("abort")
+            }
+        }
+    }
+
+    /// Reads every partition of `topic` from the beginning to its end as seen
+    /// by `isolation` (the high watermark, or the last stable offset), in
+    /// partition then offset order.
+    pub fn read_all(&self, topic: &str, isolation: Isolation) -> Vec<ReadRecord> {
+        let partitions = self
+            .partition_count(topic)
+            .unwrap_or_else(|| panic!("{}: no topic {topic} to read", self.name));
+        let consumer: BaseConsumer = self
+            .client_config()
+            .set("group.id", unique_name("testbed-reader"))
+            .set("enable.auto.commit", "false")
+            .set("enable.partition.eof", "true")
+            .set("isolation.level", isolation.as_config())
+            .create()
+            .expect("create consumer");
+        let mut assignment = TopicPartitionList::new();
+        for p in 0..partitions {
+            assignment
+                .add_partition_offset(topic, p, Offset::Beginning)
+                .expect("add partition");
+        }
+        consumer.assign(&assignment).expect("assign");
+
+        let mut at_end = HashSet::new();
+        let mut by_partition: BTreeMap<i32, Vec<ReadRecord>> = BTreeMap::new();
+        let deadline = Instant::now() + BROKER_TIMEOUT;
+        while at_end.len() < partitions as usize {
+            assert!(
+                Instant::now() < deadline,
+                "{}: reading {topic} did not reach the end of partitions {:?}",
+                self.name,
+                (0..partitions).filter(|p| !at_end.contains(p)).collect::<Vec<_>>()
+            );
+            match consumer.poll(Duration::from_millis(100)) {
+                None => {}
+                Some(Err(KafkaError::PartitionEOF(p))) => {
+                    at_end.insert(p);
+                }
+                Some(Err(e)) => panic!("{}: reading {topic}: {e}", self.name),
+                Some(Ok(m)) => {
+                    at_end.remove(&m.partition());
+                    by_partition.entry(m.partition()).or_default().push(ReadRecord {
+                        partition: m.partition(),
+                        offset: m.offset(),
+                        key: m.key().map(<[u8]>::to_vec),
+                        value: m.payload().map(<[u8]>::to_vec),
+                        headers: m
+                            .headers()
+                            .map(|hs| {
+                                hs.iter()
+                                    .map(|h| (h.key.to_string(), h.value.map(<[u8]>::to_vec)))
+                                    .collect()
+                            })
+                            .unwrap_or_default(),
+                        timestamp: m.timestamp(),
+                    });
+                }
+            }
+        }
+        by_partition.into_values().flatten().collect()
+    }
+}
+
+fn send_all(producer: &ThreadedProducer<DefaultProducerContext>, topic: &str, records: &[TestRecord]) {
+    for r in records {
+        let mut headers = OwnedHeaders::new_with_capacity(r.headers.len());
+        for (key, value) in &r.headers {
+            headers = headers.insert(Header { key, value: value.as_deref() });
+        }
+        let mut record: BaseRecord<'_, [u8], [u8]> =
+            BaseRecord::to(topic).partition(r.partition).headers(headers);
+        if let Some(key) = &r.key {
+            record = record.key(key.as_slice());
+        }
+        if let Some(value) = &r.value {
+            record = record.payload(value.as_slice());
+        }
+        if let Some(ts) = r.timestamp {
+            record = record.timestamp(ts);
+        }
+        let mut pending = record;
+        loop {
+            match producer.send(pending) {
+                Ok(()) => break,
+                Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), back)) => {
+                    std::thread::sleep(Duration::from_millis(10));
+                    pending = back;
+                }
+                Err((e, _)) => panic!("produce to {topic}: {e}"),
+            }
+        }
+    }
+}
+
+/// Runs an admin future to completion from a synchronous test.
+fn block_on<F: std::future::Future>(future: F) -> F::Output {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("build runtime")
+        .block_on(future)
+}
