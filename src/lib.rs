@@ -1,1 +1,15 @@
-pub fn _x(){}
+//! eosmirror: exactly-once Kafka-to-Kafka replication.
+//!
+//! The layout mirrors the design (see ARCHITECTURE.md): `cli` parses the
+//! command line, `config` turns Java client properties into librdkafka
+//! settings, `topics` selects source topics and prepares the target,
+//! `replication` is the data path (one transactional worker per source
+//! partition), `metrics` and `shutdown` are the operational edges.
+
+pub mod cli;
+pub mod config;
+pub mod metrics;
+pub mod replication;
+pub mod run;
+pub mod shutdown;
+pub mod topics;

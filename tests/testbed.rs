@@ -56,12 +56,17 @@ fn read_committed_sees_exactly_the_committed_transactions() {
 
     // Commit and abort markers occupy offsets: partition 0 got 10 committed,
     // then a marker, 7 aborted, a marker, 4 committed, a marker.
-    let p0: Vec<i64> = committed.iter().filter(|r| r.partition == 0).map(|r| r.offset).collect();
+    let p0: Vec<i64> = committed
+        .iter()
+        .filter(|r| r.partition == 0)
+        .map(|r| r.offset)
+        .collect();
     let want_p0: Vec<i64> = (0..10).chain(19..23).collect();
     assert_eq!(p0, want_p0, "offsets of partition 0 under read_committed");
 
     let everything = target.read_all(&topic, Isolation::ReadUncommitted);
-    let expected_all: Vec<TestRecord> = first.iter().chain(&aborted).chain(&last).cloned().collect();
+    let expected_all: Vec<TestRecord> =
+        first.iter().chain(&aborted).chain(&last).cloned().collect();
     assert_same_records(&everything, &expected_all);
 }
 

@@ -13,6 +13,8 @@
 //! and blocking calls keep each test a plain sequence of steps.
 #![allow(dead_code)] // each test binary uses a different subset of the helpers
 
+pub mod mirror;
+
 use std::collections::{BTreeMap, HashSet};
 use std::path::PathBuf;
 use std::process::Command;
@@ -72,8 +74,16 @@ pub fn bed() -> &'static TestBed {
             std::env::var("EOSMIRROR_TARGET_BOOTSTRAP"),
         ) {
             (Ok(source), Ok(target)) => TestBed {
-                source: Cluster { name: "source", bootstrap: source, proxied: None },
-                target: Cluster { name: "target", bootstrap: target, proxied: None },
+                source: Cluster {
+                    name: "source",
+                    bootstrap: source,
+                    proxied: None,
+                },
+                target: Cluster {
+                    name: "target",
+                    bootstrap: target,
+                    proxied: None,
+                },
             },
             (Err(_), Err(_)) => {
                 ensure_local_clusters();
@@ -135,7 +145,10 @@ fn ensure_local_clusters() {
 /// A name no other test (in this or any earlier run) uses.
 pub fn unique_name(prefix: &str) -> String {
     static COUNTER: AtomicU64 = AtomicU64::new(0);
-    let nanos = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_nanos();
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
     format!(
         "{prefix}-{}-{}-{}",
         std::process::id(),
@@ -204,6 +217,12 @@ pub struct ReadRecord {
 }
 
 impl ReadRecord {
+    /// The timestamp in ms whatever its type: a copy carries a source
+    /// LogAppendTime as CreateTime.
+    pub fn timestamp_ms(&self) -> Option<i64> {
+        self.timestamp.to_millis()
+    }
+
     /// Whether this is the stored form of `sent` (same content; a sent record
     /// without explicit timestamp matches any CreateTime).
     pub fn matches(&self, sent: &TestRecord) -> bool {
@@ -256,7 +275,11 @@ impl Cluster {
         }
         let deadline = Instant::now() + BROKER_TIMEOUT;
         while self.partition_count(name) != Some(partitions) {
-            assert!(Instant::now() < deadline, "{}: topic {name} never appeared", self.name);
+            assert!(
+                Instant::now() < deadline,
+                "{}: topic {name} never appeared",
+                self.name
+            );
             std::thread::sleep(Duration::from_millis(50));
         }
     }
@@ -273,7 +296,11 @@ impl Cluster {
             Some(e) if RDKafkaErrorCode::from(e) == RDKafkaErrorCode::UnknownTopicOrPartition => {
                 None
             }
-            Some(e) => panic!("{}: metadata for {topic}: {:?}", self.name, RDKafkaErrorCode::from(e)),
+            Some(e) => panic!(
+                "{}: metadata for {topic}: {:?}",
+                self.name,
+                RDKafkaErrorCode::from(e)
+            ),
         }
     }
 
@@ -293,7 +320,9 @@ impl Cluster {
         config.set("transactional.id", unique_name("testbed-txn"));
         let producer: ThreadedProducer<DefaultProducerContext> =
             config.create().expect("create transactional producer");
-        producer.init_transactions(BROKER_TIMEOUT).expect("init_transactions");
+        producer
+            .init_transactions(BROKER_TIMEOUT)
+            .expect("init_transactions");
         producer.begin_transaction().expect("begin_transaction");
         send_all(&producer, topic, records);
         match outcome {
@@ -337,7 +366,9 @@ impl Cluster {
                 Instant::now() < deadline,
                 "{}: reading {topic} did not reach the end of partitions {:?}",
                 self.name,
-                (0..partitions).filter(|p| !at_end.contains(p)).collect::<Vec<_>>()
+                (0..partitions)
+                    .filter(|p| !at_end.contains(p))
+                    .collect::<Vec<_>>()
             );
             match consumer.poll(Duration::from_millis(100)) {
                 None => {}
@@ -347,21 +378,24 @@ impl Cluster {
                 Some(Err(e)) => panic!("{}: reading {topic}: {e}", self.name),
                 Some(Ok(m)) => {
                     at_end.remove(&m.partition());
-                    by_partition.entry(m.partition()).or_default().push(ReadRecord {
-                        partition: m.partition(),
-                        offset: m.offset(),
-                        key: m.key().map(<[u8]>::to_vec),
-                        value: m.payload().map(<[u8]>::to_vec),
-                        headers: m
-                            .headers()
-                            .map(|hs| {
-                                hs.iter()
-                                    .map(|h| (h.key.to_string(), h.value.map(<[u8]>::to_vec)))
-                                    .collect()
-                            })
-                            .unwrap_or_default(),
-                        timestamp: m.timestamp(),
-                    });
+                    by_partition
+                        .entry(m.partition())
+                        .or_default()
+                        .push(ReadRecord {
+                            partition: m.partition(),
+                            offset: m.offset(),
+                            key: m.key().map(<[u8]>::to_vec),
+                            value: m.payload().map(<[u8]>::to_vec),
+                            headers: m
+                                .headers()
+                                .map(|hs| {
+                                    hs.iter()
+                                        .map(|h| (h.key.to_string(), h.value.map(<[u8]>::to_vec)))
+                                        .collect()
+                                })
+                                .unwrap_or_default(),
+                            timestamp: m.timestamp(),
+                        });
                 }
             }
         }
@@ -369,14 +403,22 @@ impl Cluster {
     }
 }
 
-fn send_all(producer: &ThreadedProducer<DefaultProducerContext>, topic: &str, records: &[TestRecord]) {
+fn send_all(
+    producer: &ThreadedProducer<DefaultProducerContext>,
+    topic: &str,
+    records: &[TestRecord],
+) {
     for r in records {
         let mut headers = OwnedHeaders::new_with_capacity(r.headers.len());
         for (key, value) in &r.headers {
-            headers = headers.insert(Header { key, value: value.as_deref() });
+            headers = headers.insert(Header {
+                key,
+                value: value.as_deref(),
+            });
         }
-        let mut record: BaseRecord<'_, [u8], [u8]> =
-            BaseRecord::to(topic).partition(r.partition).headers(headers);
+        let mut record: BaseRecord<'_, [u8], [u8]> = BaseRecord::to(topic)
+            .partition(r.partition)
+            .headers(headers);
         if let Some(key) = &r.key {
             record = record.key(key.as_slice());
         }

@@ -1,0 +1,167 @@
+//! Options of `eosmirror run`. Every option can also be set through the
+//! environment variable named in its help.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use clap::Args;
+
+use crate::replication::worker::GapPolicy;
+
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// Java client properties for the source cluster (MirrorMaker's file works as is).
+    #[arg(
+        long = "consumer.config",
+        env = "EOSMIRROR_CONSUMER_CONFIG",
+        value_name = "FILE"
+    )]
+    pub consumer_config: PathBuf,
+
+    /// Java client properties for the target cluster (MirrorMaker's file works as is).
+    #[arg(
+        long = "producer.config",
+        env = "EOSMIRROR_PRODUCER_CONFIG",
+        value_name = "FILE"
+    )]
+    pub producer_config: PathBuf,
+
+    /// Topics to replicate: a Java-style regex matching whole names; ',' separates
+    /// alternatives; '*' means all. Internal topics (`__*`) are never replicated.
+    #[arg(
+        long,
+        visible_alias = "whitelist",
+        env = "EOSMIRROR_INCLUDE",
+        value_name = "REGEX"
+    )]
+    pub include: String,
+
+    /// Topics not to replicate, even if --include matches them.
+    #[arg(
+        long,
+        visible_alias = "blacklist",
+        env = "EOSMIRROR_EXCLUDE",
+        value_name = "REGEX"
+    )]
+    pub exclude: Option<String>,
+
+    /// Name of the source cluster; names the internal topics and transactional ids.
+    /// Give each source cluster replicated into one target its own alias.
+    #[arg(
+        long = "source.alias",
+        env = "EOSMIRROR_SOURCE_ALIAS",
+        default_value = "source"
+    )]
+    pub source_alias: String,
+
+    /// Local cache of positions and offset translations. Safe to delete: it is
+    /// rebuilt from the target.
+    #[arg(
+        long = "state.dir",
+        env = "EOSMIRROR_STATE_DIR",
+        default_value = "eosmirror-state"
+    )]
+    pub state_dir: PathBuf,
+
+    /// Prefix of the transactional ids (`<prefix>.<alias>.<topic>.<partition>`).
+    /// Instances sharing it fence each other, which is what makes a stalled
+    /// instance harmless.
+    #[arg(
+        long = "transactional.id.prefix",
+        env = "EOSMIRROR_TRANSACTIONAL_ID_PREFIX",
+        default_value = "eosmirror"
+    )]
+    pub transactional_id_prefix: String,
+
+    /// Longest a transaction collects records before committing (ms).
+    /// MirrorMaker's --offset.commit.interval.ms maps here.
+    #[arg(
+        long = "commit.interval.ms",
+        visible_alias = "offset.commit.interval.ms",
+        env = "EOSMIRROR_COMMIT_INTERVAL_MS",
+        default_value_t = 200
+    )]
+    pub commit_interval_ms: u64,
+
+    /// Most records per transaction and partition. MirrorMaker's --queue.size maps here.
+    #[arg(
+        long = "batch.max.records",
+        visible_alias = "queue.size",
+        env = "EOSMIRROR_BATCH_MAX_RECORDS",
+        default_value_t = 20_000
+    )]
+    pub batch_max_records: usize,
+
+    /// Most key+value+header bytes per transaction and partition.
+    #[arg(long = "batch.max.bytes", env = "EOSMIRROR_BATCH_MAX_BYTES", default_value_t = 32 << 20)]
+    pub batch_max_bytes: usize,
+
+    /// Bound on buffered record bytes across all partitions (consumer
+    /// prefetch plus producer queues), split evenly between partitions.
+    #[arg(long = "max.memory.bytes", env = "EOSMIRROR_MAX_MEMORY_BYTES", default_value_t = 128 << 20)]
+    pub max_memory_bytes: usize,
+
+    /// Transaction timeout (ms): how long the target keeps a stalled
+    /// instance's transaction open before aborting it.
+    #[arg(
+        long = "transaction.timeout.ms",
+        env = "EOSMIRROR_TRANSACTION_TIMEOUT_MS",
+        default_value_t = 60_000
+    )]
+    pub transaction_timeout_ms: u64,
+
+    /// How often new topics and partitions are looked for (ms).
+    #[arg(
+        long = "refresh.interval.ms",
+        env = "EOSMIRROR_REFRESH_INTERVAL_MS",
+        default_value_t = 30_000
+    )]
+    pub refresh_interval_ms: u64,
+
+    /// Source records deleted before they were copied: `fail` stops with the
+    /// lost offsets named; `skip` continues and counts them.
+    #[arg(
+        long = "on.source.gap",
+        env = "EOSMIRROR_ON_SOURCE_GAP",
+        value_enum,
+        default_value = "fail"
+    )]
+    pub on_source_gap: GapPolicy,
+
+    /// Add partitions to target topics that have fewer than their source
+    /// (otherwise that is an error).
+    #[arg(
+        long = "target.add.partitions",
+        env = "EOSMIRROR_TARGET_ADD_PARTITIONS"
+    )]
+    pub target_add_partitions: bool,
+
+    /// Replication factor of topics eosmirror creates on the target; -1 takes
+    /// the target broker's default.
+    #[arg(long = "target.replication.factor", env = "EOSMIRROR_TARGET_REPLICATION_FACTOR", default_value_t = -1, allow_negative_numbers = true)]
+    pub target_replication_factor: i32,
+
+    /// Retention of the offset-translation history topic (ms). Must exceed
+    /// the largest consumer-group lag you want translated exactly.
+    #[arg(long = "progress.retention.ms", env = "EOSMIRROR_PROGRESS_RETENTION_MS", default_value_t = 7 * 24 * 3600 * 1000)]
+    pub progress_retention_ms: u64,
+
+    /// Serve Prometheus metrics at http://ADDRESS/metrics.
+    #[arg(
+        long = "metrics.address",
+        env = "EOSMIRROR_METRICS_ADDRESS",
+        value_name = "ADDRESS"
+    )]
+    pub metrics_address: Option<SocketAddr>,
+
+    /// How long shutdown waits for workers to commit and stop (ms).
+    #[arg(
+        long = "shutdown.timeout.ms",
+        env = "EOSMIRROR_SHUTDOWN_TIMEOUT_MS",
+        default_value_t = 30_000
+    )]
+    pub shutdown_timeout_ms: u64,
+
+    #[command(flatten)]
+    pub mirrormaker: super::mirrormaker::MirrorMakerFlags,
+}

@@ -1,0 +1,50 @@
+//! Client configuration: Java client `.properties` files turned into librdkafka settings.
+//!
+//! Users come from Apache Kafka's MirrorMaker and pass the same `--consumer.config` and
+//! `--producer.config` files. This module reads them exactly as Java does
+//! ([`properties`]), translates Java client keys into librdkafka keys ([`translate`]),
+//! and keeps every secret out of errors, `Debug` output and logs ([`secrets`]).
+//!
+//! ```no_run
+//! use std::path::Path;
+//! use eosmirror::config::{load_client_config, ClientRole};
+//!
+//! let translated = load_client_config(Path::new("consumer.properties"), ClientRole::Consumer)?;
+//! for dropped in &translated.dropped {
+//!     eprintln!("consumer.properties {dropped}");
+//! }
+//! let mut client_config = translated.client_config();
+//! client_config.set("isolation.level", "read_committed");
+//! # Ok::<(), eosmirror::config::ConfigError>(())
+//! ```
+
+mod error;
+mod jaas;
+mod librdkafka;
+mod pem;
+pub mod properties;
+mod rules;
+pub mod secrets;
+mod stores;
+pub mod translate;
+
+use std::path::Path;
+
+pub use error::ConfigError;
+pub use properties::{parse, DuplicateKey, Properties, PropertiesError, Property};
+pub use secrets::{is_secret_key, redact, Redacted, SafeValue};
+pub use stores::StoreFormat;
+pub use translate::{translate, ClientRole, DroppedKey, Translated};
+
+/// Reads the Java client properties file at `path` and translates it for a client of kind
+/// `role`.
+///
+/// Why: the one call behind `--consumer.config` / `--producer.config`; all errors name
+/// the file.
+pub fn load_client_config(path: &Path, role: ClientRole) -> Result<Translated, ConfigError> {
+    let props = Properties::load(path)?;
+    translate(&props, role, path)
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,488 @@
+//! Java client settings → librdkafka settings.
+//!
+//! Walks a parsed properties file in order and applies the rule table of
+//! [`rules`](super::rules): keys pass through, are renamed or converted, are dropped with
+//! a reason, are refused because eosmirror owns them, or are handed to the dedicated
+//! translations of JAAS lines, key/trust stores and compression levels. Finally every
+//! resulting setting is checked by librdkafka itself.
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use rdkafka::config::ClientConfig;
+
+use super::error::ConfigError;
+use super::jaas::{self, JaasProblem};
+use super::librdkafka::{self, Rejection};
+use super::properties::{DuplicateKey, Properties, Property};
+use super::rules::{self, Action, Handler};
+use super::secrets::{is_secret_key, redact, scrub, SafeValue};
+use super::stores::{self, StoreFormat, StoreReadError};
+
+/// Which kind of client a configuration file is for.
+///
+/// Why: some keys mean something only to one kind (`isolation.level` to a consumer,
+/// `acks` to a producer), and eosmirror owns different keys in each.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ClientRole {
+    /// The consumer reading the source cluster (`--consumer.config`).
+    Consumer,
+    /// The transactional producer writing the target cluster (`--producer.config`).
+    Producer,
+    /// An admin client (topic and metadata management).
+    Admin,
+}
+
+impl fmt::Display for ClientRole {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            ClientRole::Consumer => "consumer",
+            ClientRole::Producer => "producer",
+            ClientRole::Admin => "admin client",
+        })
+    }
+}
+
+/// A key from the file that was ignored, with the reason, to be logged as a warning.
+///
+/// Holds no value, so it is safe to log as is.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DroppedKey {
+    /// The key as written in the file.
+    pub key: String,
+    /// Its line.
+    pub line: usize,
+    /// Why it is ignored.
+    pub reason: String,
+}
+
+impl fmt::Display for DroppedKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "line {}: `{}` ignored: {}",
+            self.line, self.key, self.reason
+        )
+    }
+}
+
+/// The result of translating one file: librdkafka settings plus what to warn about.
+///
+/// `Debug` redacts secret values; `settings` itself holds them in clear, for the client.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Translated {
+    /// librdkafka key/value pairs, in file order, validated by librdkafka. Settings that
+    /// eosmirror owns (transactions, isolation, offsets) are not among them: eosmirror
+    /// adds those itself.
+    pub settings: Vec<(String, String)>,
+    /// Keys that were ignored, each with its reason.
+    pub dropped: Vec<DroppedKey>,
+    /// Keys set more than once in the file (the last value won).
+    pub duplicates: Vec<DuplicateKey>,
+}
+
+impl Translated {
+    /// The librdkafka value of `key`, if the file produced one.
+    pub fn get(&self, key: &str) -> Option<&str> {
+        self.settings
+            .iter()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// A librdkafka client configuration holding these settings, to which eosmirror adds
+    /// the settings it owns.
+    pub fn client_config(&self) -> ClientConfig {
+        self.settings.iter().cloned().collect()
+    }
+}
+
+impl fmt::Debug for Translated {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let settings: Vec<_> = self
+            .settings
+            .iter()
+            .map(|(k, v)| (k.as_str(), redact(k, v)))
+            .collect();
+        f.debug_struct("Translated")
+            .field("settings", &settings)
+            .field("dropped", &self.dropped)
+            .field("duplicates", &self.duplicates)
+            .finish()
+    }
+}
+
+/// Translates the Java client settings in `props` (read from `source_file`) into
+/// librdkafka settings for a client of kind `role`.
+///
+/// Why: MirrorMaker users bring Java `.properties` files; this is the one place that
+/// decides what each line means to librdkafka, and errors name `source_file`, the line
+/// and the fix.
+pub fn translate(
+    props: &Properties,
+    role: ClientRole,
+    source_file: &Path,
+) -> Result<Translated, ConfigError> {
+    let mut t = Translator {
+        props,
+        role,
+        file: source_file,
+        settings: Vec::new(),
+        dropped: Vec::new(),
+        handled: Vec::new(),
+    };
+    for property in props.iter() {
+        t.entry(property)?;
+    }
+    t.validate()?;
+    Ok(Translated {
+        settings: t.settings.into_iter().map(|s| (s.key, s.value)).collect(),
+        dropped: t.dropped,
+        duplicates: props.duplicates().to_vec(),
+    })
+}
+
+/// A librdkafka setting and the file line it came from.
+struct Setting {
+    key: String,
+    value: String,
+    source_key: String,
+    line: usize,
+}
+
+struct Translator<'a> {
+    props: &'a Properties,
+    role: ClientRole,
+    file: &'a Path,
+    settings: Vec<Setting>,
+    dropped: Vec<DroppedKey>,
+    handled: Vec<Handler>,
+}
+
+/// The value as the Java client sees it: Java trims values but not passwords; every
+/// secret is kept exactly as written.
+fn java_value(p: &Property) -> &str {
+    if is_secret_key(p.key()) {
+        p.value()
+    } else {
+        p.value().trim_matches(|c: char| c <= ' ')
+    }
+}
+
+impl<'a> Translator<'a> {
+    fn file(&self) -> PathBuf {
+        self.file.to_path_buf()
+    }
+
+    fn entry(&mut self, p: &Property) -> Result<(), ConfigError> {
+        let Some(rule) = rules::lookup(p.key()) else {
+            return self.set(p.key(), java_value(p).to_string(), p);
+        };
+        if !rule.roles.contains(&self.role) {
+            let owners: Vec<String> = rule.roles.iter().map(ToString::to_string).collect();
+            let role = self.role;
+            self.drop(
+                p,
+                format!(
+                    "a {} setting, which a {role} does not use (the Java {role} ignores it too)",
+                    owners.join("/")
+                ),
+            );
+            return Ok(());
+        }
+        match &rule.action {
+            Action::Rename { to, convert } => {
+                let value = java_value(p);
+                match convert {
+                    None => self.set(to, value.to_string(), p),
+                    Some(convert) => match convert(value) {
+                        Ok(Some(converted)) => self.set(to, converted, p),
+                        Ok(None) => {
+                            self.drop(p, "empty value; librdkafka's default applies".into());
+                            Ok(())
+                        }
+                        Err(reason) => Err(self.invalid(p, reason)),
+                    },
+                }
+            }
+            Action::Drop(reason) => {
+                self.drop(p, (*reason).to_string());
+                Ok(())
+            }
+            Action::Owned { allowed, why } => {
+                let value = java_value(p);
+                if allowed.is_empty() || allowed.iter().any(|a| a.eq_ignore_ascii_case(value)) {
+                    self.drop(p, format!("eosmirror sets `{}` itself: {why}", p.key()));
+                    Ok(())
+                } else {
+                    Err(ConfigError::ExactlyOnce {
+                        file: self.file(),
+                        line: p.line(),
+                        key: p.key().to_string(),
+                        value: SafeValue::new(p.key(), value),
+                        reason: why,
+                    })
+                }
+            }
+            Action::Unsupported(reason) => Err(ConfigError::Unsupported {
+                file: self.file(),
+                line: p.line(),
+                key: p.key().to_string(),
+                reason: (*reason).to_string(),
+            }),
+            Action::Special(handler) => {
+                if self.handled.contains(handler) {
+                    return Ok(());
+                }
+                self.handled.push(*handler);
+                match handler {
+                    Handler::Jaas => self.jaas(p),
+                    Handler::TrustStore => self.trust_store(),
+                    Handler::KeyStore => self.key_store(),
+                    Handler::CompressionLevel => self.compression_levels(),
+                }
+            }
+        }
+    }
+
+    /// Adds a librdkafka setting; two file lines producing the same setting conflict.
+    fn set(&mut self, key: &str, value: String, from: &Property) -> Result<(), ConfigError> {
+        if let Some(earlier) = self.settings.iter().find(|s| s.key == key) {
+            return Err(ConfigError::Conflict {
+                file: self.file(),
+                setting: key.to_string(),
+                first_key: earlier.source_key.clone(),
+                first_line: earlier.line,
+                second_key: from.key().to_string(),
+                second_line: from.line(),
+            });
+        }
+        self.settings.push(Setting {
+            key: key.to_string(),
+            value,
+            source_key: from.key().to_string(),
+            line: from.line(),
+        });
+        Ok(())
+    }
+
+    fn drop(&mut self, p: &Property, reason: String) {
+        self.dropped.push(DroppedKey {
+            key: p.key().to_string(),
+            line: p.line(),
+            reason,
+        });
+    }
+
+    fn invalid(&self, p: &Property, reason: String) -> ConfigError {
+        ConfigError::InvalidValue {
+            file: self.file(),
+            line: p.line(),
+            key: p.key().to_string(),
+            value: SafeValue::new(p.key(), java_value(p)),
+            reason,
+        }
+    }
+
+    /// The handler's keys that the file sets, in rule-table order.
+    fn group(&self, handler: Handler) -> Vec<&'a Property> {
+        rules::handler_keys(handler)
+            .filter_map(|k| self.props.property(k))
+            .collect()
+    }
+
+    fn jaas(&mut self, p: &Property) -> Result<(), ConfigError> {
+        let problem = |t: &Self, problem| match problem {
+            JaasProblem::Syntax(reason) => ConfigError::Jaas {
+                file: t.file(),
+                line: p.line(),
+                reason,
+            },
+            JaasProblem::Unsupported(reason) => ConfigError::Unsupported {
+                file: t.file(),
+                line: p.line(),
+                key: p.key().to_string(),
+                reason,
+            },
+        };
+        let entry = jaas::parse(p.value()).map_err(|e| problem(self, e))?;
+        let credentials = jaas::credentials(&entry, &librdkafka::builtin_features())
+            .map_err(|e| problem(self, e))?;
+        self.set("sasl.username", credentials.username, p)?;
+        self.set("sasl.password", credentials.password, p)?;
+        for option in credentials.ignored_options {
+            self.drop(
+                p,
+                format!("JAAS option `{option}` has no librdkafka counterpart and is ignored"),
+            );
+        }
+        Ok(())
+    }
+
+    /// Reads the store named by `location`, mapping failures to errors naming the line.
+    fn read_store(
+        &self,
+        location: &Property,
+        declared_type: Option<&Property>,
+    ) -> Result<stores::StoreFile, ConfigError> {
+        let path = java_value(location);
+        stores::read_store(path, declared_type.map(java_value)).map_err(|e| match e {
+            StoreReadError::Io(source) => ConfigError::StoreUnreadable {
+                file: self.file(),
+                line: location.line(),
+                key: location.key().to_string(),
+                path: PathBuf::from(path),
+                source,
+            },
+            StoreReadError::Unrecognised => self.invalid(
+                location,
+                "the file is neither a JKS, JCEKS, PKCS12 nor a PEM store; point the key at \
+                 the right file"
+                    .into(),
+            ),
+        })
+    }
+
+    /// Drops `*.type` / `*.password` keys of a store whose location is not set, except a
+    /// `PEM` type that accompanies inline PEM text (`inline_keys`), which Java requires.
+    fn orphan_store_keys(
+        &mut self,
+        location_key: &str,
+        inline_keys: &[&str],
+        others: Vec<&Property>,
+    ) {
+        let has_inline = inline_keys.iter().any(|k| self.props.get(k).is_some());
+        for p in others {
+            let pem_type = p.key().ends_with(".type") && java_value(p).eq_ignore_ascii_case("PEM");
+            if !(has_inline && pem_type) {
+                self.drop(p, format!("has no effect without {location_key}"));
+            }
+        }
+    }
+
+    fn trust_store(&mut self) -> Result<(), ConfigError> {
+        let props = self.props;
+        let location = props.property("ssl.truststore.location");
+        let password = props.property("ssl.truststore.password");
+        let declared = props.property("ssl.truststore.type");
+        let Some(location) = location else {
+            let others = [declared, password].into_iter().flatten().collect();
+            self.orphan_store_keys(
+                "ssl.truststore.location",
+                &["ssl.truststore.certificates"],
+                others,
+            );
+            return Ok(());
+        };
+        let store = self.read_store(location, declared)?;
+        let settings = stores::trust_store_settings(&store, self.file).map_err(|fix| {
+            ConfigError::UnsupportedTruststore {
+                file: self.file(),
+                line: location.line(),
+                path: PathBuf::from(&store.path),
+                format: store.format,
+                fix,
+            }
+        })?;
+        for (key, value) in settings {
+            self.set(key, value, location)?;
+        }
+        if let Some(password) = password {
+            self.drop(password, "a PEM trust store has no password".into());
+        }
+        Ok(())
+    }
+
+    fn key_store(&mut self) -> Result<(), ConfigError> {
+        let props = self.props;
+        let location = props.property("ssl.keystore.location");
+        let password = props.property("ssl.keystore.password");
+        let declared = props.property("ssl.keystore.type");
+        let Some(location) = location else {
+            let others = [declared, password].into_iter().flatten().collect();
+            self.orphan_store_keys(
+                "ssl.keystore.location",
+                &["ssl.keystore.key", "ssl.keystore.certificate.chain"],
+                others,
+            );
+            return Ok(());
+        };
+        let store = self.read_store(location, declared)?;
+        let settings = stores::key_store_settings(&store, self.file).map_err(|fix| {
+            ConfigError::UnsupportedKeystore {
+                file: self.file(),
+                line: location.line(),
+                path: PathBuf::from(&store.path),
+                format: store.format,
+                fix,
+            }
+        })?;
+        for (key, value) in settings {
+            self.set(key, value, location)?;
+        }
+        if let Some(password) = password {
+            if store.format == StoreFormat::Pkcs12 {
+                self.set(
+                    "ssl.keystore.password",
+                    password.value().to_string(),
+                    password,
+                )?;
+            } else {
+                self.drop(
+                    password,
+                    "a PEM key store has no store password (the private key's password is \
+                     ssl.key.password)"
+                        .into(),
+                );
+            }
+        }
+        Ok(())
+    }
+
+    fn compression_levels(&mut self) -> Result<(), ConfigError> {
+        let codec = self
+            .props
+            .property("compression.type")
+            .map(|p| java_value(p).to_ascii_lowercase());
+        for p in self.group(Handler::CompressionLevel) {
+            let wanted = p.key().split('.').nth(1).unwrap_or_default();
+            if codec.as_deref() == Some(wanted) {
+                self.set("compression.level", java_value(p).to_string(), p)?;
+            } else {
+                self.drop(p, format!("applies only with compression.type={wanted}"));
+            }
+        }
+        Ok(())
+    }
+
+    /// Lets librdkafka check every setting, naming the file line of the first it refuses.
+    fn validate(&self) -> Result<(), ConfigError> {
+        for s in &self.settings {
+            let Err(rejection) = librdkafka::check(&s.key, &s.value) else {
+                continue;
+            };
+            let renamed = if s.key == s.source_key {
+                String::new()
+            } else {
+                format!(" (`{}` becomes librdkafka's `{}`)", s.source_key, s.key)
+            };
+            let reason = match rejection {
+                Rejection::UnknownKey => format!(
+                    "no such librdkafka setting{renamed}, and no Java client setting that \
+                     eosmirror translates; check the spelling"
+                ),
+                Rejection::Invalid(why) if is_secret_key(&s.key) => {
+                    format!("{}{renamed}", scrub(&why, &s.value))
+                }
+                Rejection::Invalid(why) => format!("{why}{renamed}"),
+            };
+            return Err(ConfigError::Rejected {
+                file: self.file(),
+                line: s.line,
+                key: s.source_key.clone(),
+                reason,
+            });
+        }
+        Ok(())
+    }
+}

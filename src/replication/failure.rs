@@ -1,0 +1,47 @@
+//! The named ways a partition's replication can stop. Each says what happened
+//! to which offsets and what the operator can do; none is ever skipped
+//! silently.
+
+use eosmirror_state::SourcePartition;
+
+/// Why a worker stopped for good (the process then exits non-zero).
+#[derive(Debug, thiserror::Error)]
+pub enum WorkerError {
+    #[error("{source_partition}: source records at offsets {first}..{end_exclusive} were deleted (retention or DeleteRecords) before they were copied; nothing was skipped. To accept the loss and continue from offset {end_exclusive}, restart with --on-source-gap=skip (the gap is then logged and counted in eosmirror_source_gap_offsets_total)")]
+    SourceGap {
+        source_partition: SourcePartition,
+        first: i64,
+        end_exclusive: i64,
+    },
+    #[error("{source_partition}: the source partition ends at offset {source_end} but {next_source_offset} records were already copied: the source topic was deleted and recreated (or lost data). eosmirror will not guess; replicate the new topic under another target name or delete the target topic and the position record deliberately")]
+    SourceRewound {
+        source_partition: SourcePartition,
+        source_end: i64,
+        next_source_offset: i64,
+    },
+    #[error("{source_partition}: the local state says source offsets up to {cached_next} were copied, but the target only records {target_next}: the target lost committed data (unclean leader election, topic recreated) or the internal topic {position_topic} was reset. Nothing was re-copied. Inspect the target; if the reset was deliberate, delete the state dir to start from what the target records")]
+    TargetLostData {
+        source_partition: SourcePartition,
+        cached_next: i64,
+        target_next: String,
+        position_topic: String,
+    },
+    #[error("{source_partition}: the target rejected the copy of source offset {source_offset}: {reason}. Fix the target topic's configuration (e.g. max.message.bytes, message.timestamp.*) and restart; the record was not skipped")]
+    TargetRejected {
+        source_partition: SourcePartition,
+        source_offset: i64,
+        reason: String,
+    },
+    #[error("{source_partition}: the target topic does not keep source order (copy of offset {source_offset} landed before an earlier record's copy); another producer writes to the target partition. Stop it: exactly-once needs eosmirror to be the only writer")]
+    OrderViolated {
+        source_partition: SourcePartition,
+        source_offset: i64,
+    },
+    #[error("{source_partition}: another eosmirror instance (same --transactional-id-prefix) took this partition over; this instance stopped writing it")]
+    Fenced { source_partition: SourcePartition },
+    #[error("{source_partition}: {message}")]
+    Fatal {
+        source_partition: SourcePartition,
+        message: String,
+    },
+}

@@ -1,0 +1,222 @@
+//! The progress record: the fact that makes a copy exactly-once.
+//!
+//! Every transaction a worker commits on the target carries, next to the data
+//! records, one [`ProgressRecord`] written twice:
+//!
+//! - to the **progress topic** (`cleanup.policy=delete`), the full history of
+//!   exact source→target offset runs, read by offset translation and verify;
+//! - to the **position topic** (`cleanup.policy=compact`, keyed by source
+//!   partition), so the latest position of every source partition survives
+//!   forever — even for a partition idle longer than any retention — and a
+//!   cold start reads a compacted topic instead of history.
+//!
+//! Both are internal topics of one source cluster alias and have a single
+//! partition (0): the partition a record lands in never depends on a hash or
+//! on a partition count someone might change.
+
+use eosmirror_state::{OffsetRun, SourcePartition};
+use serde::{Deserialize, Serialize};
+
+/// Bumped when the encoding changes; readers refuse versions they don't know
+/// instead of misreading positions.
+const FORMAT_VERSION: u8 = 1;
+
+/// The only partition of the progress and position topics.
+pub const PROGRESS_PARTITION: i32 = 0;
+
+/// Internal topics every eosmirror instance of one source alias shares.
+#[derive(Debug, Clone)]
+pub struct InternalTopics {
+    /// History of offset runs (retention: delete).
+    pub progress: String,
+    /// Latest position per source partition (compacted).
+    pub position: String,
+}
+
+impl InternalTopics {
+    /// Names derived from the source alias. They start with `__`, so no
+    /// include pattern ever replicates them.
+    pub fn for_alias(alias: &str) -> InternalTopics {
+        InternalTopics {
+            progress: format!("__eosmirror.progress.{alias}"),
+            position: format!("__eosmirror.position.{alias}"),
+        }
+    }
+}
+
+/// What one committed transaction replicated for one source partition.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProgressRecord {
+    /// The source partition the transaction copied from.
+    pub source: SourcePartition,
+    /// Exact mapping of every record the transaction copied (may be empty
+    /// when only the position moved, e.g. past a skipped gap).
+    pub runs: Vec<OffsetRun>,
+    /// Next source offset to copy: the resume position.
+    pub next_source_offset: i64,
+    /// Target offset just past the last copied record. The transaction's
+    /// commit marker sits here, so it is also where the next copy would be
+    /// found by a consumer seeking to it.
+    pub next_target_offset: i64,
+    /// Random id of the eosmirror process that wrote it; tells a fenced
+    /// worker whether another instance took its partition over.
+    pub instance: u64,
+    /// Wall-clock time of the commit (ms since the epoch), for lag reports.
+    pub committed_at_ms: i64,
+}
+
+/// A progress or position record could not be decoded.
+#[derive(Debug, thiserror::Error)]
+pub enum DecodeError {
+    #[error("progress record has format version {0}; this eosmirror understands version {FORMAT_VERSION} only (upgrade eosmirror)")]
+    UnknownVersion(u8),
+    #[error("progress record is empty")]
+    Empty,
+    #[error("progress record is malformed: {0}")]
+    Malformed(String),
+}
+
+impl ProgressRecord {
+    /// Record key: the source partition, so the position topic compacts to
+    /// one record per source partition.
+    pub fn key(source: &SourcePartition) -> Vec<u8> {
+        encode_versioned(source)
+    }
+
+    pub fn encode(&self) -> Vec<u8> {
+        encode_versioned(self)
+    }
+
+    pub fn decode(bytes: &[u8]) -> Result<ProgressRecord, DecodeError> {
+        decode_versioned(bytes)
+    }
+
+    /// Decodes a record key written by [`ProgressRecord::key`].
+    pub fn decode_key(bytes: &[u8]) -> Result<SourcePartition, DecodeError> {
+        decode_versioned(bytes)
+    }
+}
+
+fn encode_versioned<T: Serialize>(value: &T) -> Vec<u8> {
+    let mut out = vec![FORMAT_VERSION];
+    let body = bincode::serde::encode_to_vec(value, bincode::config::standard())
+        .expect("encoding plain data into a Vec cannot fail");
+    out.extend_from_slice(&body);
+    out
+}
+
+fn decode_versioned<T: for<'de> Deserialize<'de>>(bytes: &[u8]) -> Result<T, DecodeError> {
+    let (&version, body) = bytes.split_first().ok_or(DecodeError::Empty)?;
+    if version != FORMAT_VERSION {
+        return Err(DecodeError::UnknownVersion(version));
+    }
+    let (value, used) = bincode::serde::decode_from_slice(body, bincode::config::standard())
+        .map_err(|e| DecodeError::Malformed(e.to_string()))?;
+    if used != body.len() {
+        return Err(DecodeError::Malformed(format!(
+            "{} trailing bytes",
+            body.len() - used
+        )));
+    }
+    Ok(value)
+}
+
+/// Builds the exact offset runs of one transaction from its deliveries,
+/// given as (source offset, target offset) in source order.
+///
+/// Invariant (checked): target offsets increase with source offsets — a
+/// partition's copy keeps the source order. Returns `None` if it does not.
+pub fn runs_from_deliveries(deliveries: &[(i64, i64)]) -> Option<Vec<OffsetRun>> {
+    let mut runs: Vec<OffsetRun> = Vec::new();
+    let mut previous: Option<(i64, i64)> = None;
+    for &(source, target) in deliveries {
+        if let Some((ps, pt)) = previous {
+            if source <= ps || target <= pt {
+                return None;
+            }
+        }
+        match runs.last_mut() {
+            Some(run)
+                if run.source_start + run.len as i64 == source
+                    && run.target_start + run.len as i64 == target =>
+            {
+                run.len += 1
+            }
+            _ => runs.push(OffsetRun {
+                source_start: source,
+                target_start: target,
+                len: 1,
+            }),
+        }
+        previous = Some((source, target));
+    }
+    Some(runs)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record() -> ProgressRecord {
+        ProgressRecord {
+            source: SourcePartition::new("orders", 3),
+            runs: vec![OffsetRun {
+                source_start: 10,
+                target_start: 4,
+                len: 5,
+            }],
+            next_source_offset: 15,
+            next_target_offset: 9,
+            instance: 42,
+            committed_at_ms: 1_700_000_000_000,
+        }
+    }
+
+    #[test]
+    fn round_trips() {
+        let r = record();
+        assert_eq!(ProgressRecord::decode(&r.encode()).unwrap(), r);
+        let key = ProgressRecord::key(&r.source);
+        assert_eq!(ProgressRecord::decode_key(&key).unwrap(), r.source);
+    }
+
+    #[test]
+    fn refuses_unknown_versions_and_garbage() {
+        let mut bytes = record().encode();
+        bytes[0] = 9;
+        assert!(matches!(
+            ProgressRecord::decode(&bytes),
+            Err(DecodeError::UnknownVersion(9))
+        ));
+        assert!(matches!(
+            ProgressRecord::decode(&[]),
+            Err(DecodeError::Empty)
+        ));
+        assert!(ProgressRecord::decode(&[FORMAT_VERSION, 0xff, 0xff]).is_err());
+        let mut long = record().encode();
+        long.push(0);
+        assert!(matches!(
+            ProgressRecord::decode(&long),
+            Err(DecodeError::Malformed(_))
+        ));
+    }
+
+    #[test]
+    fn runs_follow_gaps_on_either_side() {
+        // Source gap at 12 (a marker), target gap at 103 (not ours).
+        let deliveries = [(10, 100), (11, 101), (13, 102), (14, 104), (15, 105)];
+        let runs = runs_from_deliveries(&deliveries).unwrap();
+        let as_tuples: Vec<_> = runs
+            .iter()
+            .map(|r| (r.source_start, r.target_start, r.len))
+            .collect();
+        assert_eq!(as_tuples, vec![(10, 100, 2), (13, 102, 1), (14, 104, 2)]);
+        assert_eq!(runs_from_deliveries(&[]).unwrap(), vec![]);
+    }
+
+    #[test]
+    fn runs_refuse_reordering() {
+        assert!(runs_from_deliveries(&[(10, 100), (11, 99)]).is_none());
+        assert!(runs_from_deliveries(&[(10, 100), (10, 101)]).is_none());
+    }
+}

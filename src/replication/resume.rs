@@ -1,0 +1,153 @@
+//! Reading a source partition's resume position back from the target.
+//!
+//! This is the only place that decides where copying continues, and it only
+//! trusts committed data on the target: the latest position record for the
+//! partition in the (compacted) position topic, read with `read_committed`.
+//!
+//! "Latest" needs care. A `read_committed` reader stops at the last stable
+//! offset, which other workers' open transactions hold back, while our own
+//! committed records may lie beyond it. So the reader first takes the high
+//! watermark (a `read_uncommitted` view), then reads until it has consumed
+//! past it; every transaction open at that moment has to end first, which
+//! bounds the wait by the transaction timeout. Our own transactional id was
+//! just initialised, so none of our transactions can still be open.
+
+use std::time::{Duration, Instant};
+
+use eosmirror_state::SourcePartition;
+use rdkafka::config::ClientConfig;
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::error::KafkaError;
+use rdkafka::message::Message;
+use rdkafka::{Offset, TopicPartitionList};
+
+use super::progress::{ProgressRecord, PROGRESS_PARTITION};
+
+/// The committed position of a source partition, as the target records it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ResumePosition {
+    /// The latest position record.
+    pub record: ProgressRecord,
+    /// Its offset in the position topic (cached as the next start hint).
+    pub position_offset: i64,
+}
+
+/// Why the position could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum ResumeError {
+    #[error("reading position topic {topic}: {source}")]
+    Kafka {
+        topic: String,
+        #[source]
+        source: KafkaError,
+    },
+    #[error("position topic {topic} did not reach offset {high_watermark} within {waited:?}: a transaction on it stays open (another eosmirror instance stalled?)")]
+    Timeout {
+        topic: String,
+        high_watermark: i64,
+        waited: Duration,
+    },
+    #[error("position topic {topic} holds an unreadable record at offset {offset}: {reason}")]
+    Corrupt {
+        topic: String,
+        offset: i64,
+        reason: String,
+    },
+}
+
+/// Finds the latest committed position record of `source` in the position
+/// topic, reading from `start_hint` (a position-topic offset known to be at
+/// or before it) or from the beginning.
+pub fn read_resume_position(
+    target: &ClientConfig,
+    position_topic: &str,
+    source: &SourcePartition,
+    start_hint: Option<i64>,
+    wait_limit: Duration,
+) -> Result<Option<ResumePosition>, ResumeError> {
+    let kafka = |e| ResumeError::Kafka {
+        topic: position_topic.to_string(),
+        source: e,
+    };
+    let watermark_reader: BaseConsumer = target
+        .clone()
+        .set("isolation.level", "read_uncommitted")
+        .create()
+        .map_err(kafka)?;
+    let (low, high) = watermark_reader
+        .fetch_watermarks(position_topic, PROGRESS_PARTITION, wait_limit)
+        .map_err(kafka)?;
+    drop(watermark_reader);
+    if high <= low {
+        return Ok(None);
+    }
+    let start = start_hint.map_or(low, |hint| hint.clamp(low, high));
+    if start >= high {
+        return Ok(None);
+    }
+
+    let reader: BaseConsumer = target
+        .clone()
+        .set("isolation.level", "read_committed")
+        .set("enable.partition.eof", "false")
+        // librdkafka tracks positions only for clients with a group id; the
+        // group is never joined and nothing is committed.
+        .set("group.id", "__eosmirror.position-reader")
+        .set("enable.auto.commit", "false")
+        .create()
+        .map_err(kafka)?;
+    let mut assignment = TopicPartitionList::new();
+    assignment
+        .add_partition_offset(position_topic, PROGRESS_PARTITION, Offset::Offset(start))
+        .map_err(kafka)?;
+    reader.assign(&assignment).map_err(kafka)?;
+
+    let wanted_key = ProgressRecord::key(source);
+    let mut latest = None;
+    let deadline = Instant::now() + wait_limit;
+    loop {
+        // Done once the reader's position passed the high watermark taken
+        // above: every record below it was committed or aborted by then.
+        if fetch_position(&reader, position_topic).map_err(kafka)? >= high {
+            return Ok(latest);
+        }
+        if Instant::now() >= deadline {
+            return Err(ResumeError::Timeout {
+                topic: position_topic.to_string(),
+                high_watermark: high,
+                waited: wait_limit,
+            });
+        }
+        match reader.poll(Duration::from_millis(100)) {
+            None => {}
+            Some(Err(e)) => return Err(kafka(e)),
+            Some(Ok(message)) if message.key() == Some(wanted_key.as_slice()) => {
+                let record = ProgressRecord::decode(message.payload().unwrap_or_default())
+                    .map_err(|e| ResumeError::Corrupt {
+                        topic: position_topic.to_string(),
+                        offset: message.offset(),
+                        reason: e.to_string(),
+                    })?;
+                latest = Some(ResumePosition {
+                    record,
+                    position_offset: message.offset(),
+                });
+            }
+            Some(Ok(_)) => {}
+        }
+    }
+}
+
+/// The reader's position in the topic: the next offset it will fetch. It
+/// moves past transaction markers and aborted records too, which the
+/// messages it returns never show.
+fn fetch_position(reader: &BaseConsumer, topic: &str) -> Result<i64, KafkaError> {
+    let position = reader.position()?;
+    Ok(position
+        .find_partition(topic, PROGRESS_PARTITION)
+        .and_then(|p| match p.offset() {
+            Offset::Offset(o) => Some(o),
+            _ => None,
+        })
+        .unwrap_or(-1))
+}

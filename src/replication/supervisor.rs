@@ -1,0 +1,192 @@
+//! The supervisor: discovers source partitions, prepares the target, runs
+//! one worker thread per source partition, and owns shutdown.
+//!
+//! It is the only async part of replication. Metadata calls block, so they
+//! run on the blocking pool; workers run on threads of their own.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use eosmirror_state::{SourcePartition, StateStore};
+use rdkafka::config::ClientConfig;
+use tokio::sync::mpsc;
+
+use super::failure::WorkerError;
+use super::limits::BufferBudget;
+use super::worker::{Worker, WorkerSettings};
+use crate::metrics as m;
+use crate::shutdown::Shutdown;
+use crate::topics::filter::TopicFilter;
+use crate::topics::target::{
+    partition_counts, prepare_target, select, TargetTopicOptions, TopicError,
+};
+
+/// Everything the supervisor needs besides the worker settings.
+#[derive(Debug)]
+pub struct SupervisorSettings {
+    /// Client settings for metadata and admin calls on the source.
+    pub source_admin: ClientConfig,
+    /// Client settings for metadata and admin calls on the target.
+    pub target_admin: ClientConfig,
+    pub filter: TopicFilter,
+    pub target_topics: TargetTopicOptions,
+    /// How often new topics and partitions are looked for.
+    pub refresh_interval: Duration,
+    /// Bound on librdkafka buffers across all workers.
+    pub memory_limit_bytes: usize,
+    /// How long shutdown waits for workers to commit and stop.
+    pub shutdown_timeout: Duration,
+    /// Timeout of metadata requests.
+    pub metadata_timeout: Duration,
+}
+
+/// Why a run ended with an error.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    #[error(transparent)]
+    Topics(#[from] TopicError),
+    #[error("replication stopped: {0}")]
+    Worker(#[from] WorkerError),
+    #[error("{0} worker(s) did not stop within {1:?} after shutdown was requested; their open transactions will be aborted by the next start")]
+    ShutdownTimeout(usize, Duration),
+}
+
+/// Runs replication until shutdown is requested or a worker fails for good.
+pub async fn run(
+    settings: SupervisorSettings,
+    workers: Arc<WorkerSettings>,
+    state: Arc<StateStore>,
+    shutdown: Shutdown,
+) -> Result<(), RunError> {
+    let (done_tx, mut done_rx) = mpsc::unbounded_channel();
+    let mut running: HashSet<SourcePartition> = HashSet::new();
+    let mut first_error: Option<RunError> = None;
+    let mut first_refresh = true;
+
+    while !shutdown.requested() {
+        match refresh(&settings, &workers).await {
+            Ok(partitions) => {
+                let budget = BufferBudget::split(settings.memory_limit_bytes, partitions.len());
+                for partition in partitions {
+                    if running.contains(&partition) {
+                        continue;
+                    }
+                    tracing::info!(%partition, "starting worker");
+                    let worker = Worker::new(
+                        partition.clone(),
+                        workers.clone(),
+                        state.clone(),
+                        shutdown.flag(),
+                        budget,
+                    );
+                    let done = done_tx.clone();
+                    let name = format!("eosmirror {partition}");
+                    running.insert(partition.clone());
+                    std::thread::Builder::new()
+                        .name(name)
+                        .spawn(move || {
+                            let result = worker.run();
+                            let _ = done.send((partition, result));
+                        })
+                        .expect("spawning a worker thread");
+                }
+                m::workers_running(running.len());
+            }
+            // At start-up a bad topic setup is the user's to fix now; later
+            // it is just as wrong, so both stop the run.
+            Err(e @ RunError::Topics(TopicError::TooFewPartitions(_))) => {
+                first_error = Some(e);
+                break;
+            }
+            Err(e) if first_refresh => {
+                first_error = Some(e);
+                break;
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "refreshing topics failed; retrying at the next refresh")
+            }
+        }
+        first_refresh = false;
+
+        tokio::select! {
+            _ = tokio::time::sleep(settings.refresh_interval) => {}
+            _ = shutdown.wait() => {}
+            Some((partition, result)) = done_rx.recv() => {
+                running.remove(&partition);
+                if let Err(e) = result {
+                    tracing::error!(error = %e, "worker failed");
+                    first_error = Some(e.into());
+                    break;
+                }
+            }
+        }
+    }
+
+    // Stop every worker: each commits its open transaction and returns.
+    shutdown.trigger();
+    let deadline = Instant::now() + settings.shutdown_timeout;
+    while !running.is_empty() {
+        let remaining = deadline.saturating_duration_since(Instant::now());
+        match tokio::time::timeout(remaining, done_rx.recv()).await {
+            Ok(Some((partition, result))) => {
+                running.remove(&partition);
+                if let Err(e) = result {
+                    tracing::error!(error = %e, "worker failed");
+                    first_error.get_or_insert(e.into());
+                }
+            }
+            Ok(None) => break,
+            Err(_) => {
+                first_error.get_or_insert(RunError::ShutdownTimeout(
+                    running.len(),
+                    settings.shutdown_timeout,
+                ));
+                break;
+            }
+        }
+    }
+    m::workers_running(running.len());
+    if let Err(e) = state.flush() {
+        tracing::warn!(error = %e, "flushing local state failed; it is only a cache");
+    }
+    match first_error {
+        Some(e) => Err(e),
+        None => Ok(()),
+    }
+}
+
+/// Lists source partitions to replicate and makes the target ready for them.
+async fn refresh(
+    settings: &SupervisorSettings,
+    workers: &WorkerSettings,
+) -> Result<Vec<SourcePartition>, RunError> {
+    let timeout = settings.metadata_timeout;
+    let source_admin = settings.source_admin.clone();
+    let target_admin = settings.target_admin.clone();
+    let (source_counts, target_counts) = tokio::task::spawn_blocking(move || {
+        Ok::<_, TopicError>((
+            partition_counts(&source_admin, "source", timeout)?,
+            partition_counts(&target_admin, "target", timeout)?,
+        ))
+    })
+    .await
+    .expect("metadata task panicked")?;
+    let topics = select(&source_counts, &settings.filter);
+    if topics.is_empty() {
+        tracing::warn!("no source topic matches --include/--exclude yet");
+    }
+    prepare_target(
+        &settings.source_admin,
+        &settings.target_admin,
+        &topics,
+        &target_counts,
+        &workers.internal_topics,
+        &settings.target_topics,
+    )
+    .await?;
+    Ok(topics
+        .iter()
+        .flat_map(|t| (0..t.partitions).map(move |p| SourcePartition::new(&t.name, p)))
+        .collect())
+}

@@ -1,0 +1,740 @@
+//! One worker replicates one source partition, exactly once.
+//!
+//! # The invariant this file keeps
+//!
+//! A source record counts as replicated if and only if its copy was written
+//! to the target inside a **committed** transaction together with the
+//! progress record that names it. Hence:
+//!
+//! 1. The resume position is read from the target (committed data only) at
+//!    the start of every *session* — after `init_transactions`, which fences
+//!    any older producer with our transactional id and resolves its open
+//!    transaction. The local cache only says where to start looking.
+//! 2. A batch's data, its progress record and its position record are in
+//!    one transaction. If anything fails before the commit is confirmed, the
+//!    transaction is aborted (or its outcome is unknown and a new session
+//!    re-reads the position): the source is re-read from the last committed
+//!    position, so nothing is lost and nothing is written twice.
+//! 3. A partition's replicated position only moves forward (asserted).
+//!
+//! All calls here block: a worker runs on a thread of its own, so the async
+//! runtime (metrics endpoint, signals, supervisor) never stalls.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use eosmirror_state::{Checkpoint, SourcePartition, StateStore};
+use rdkafka::config::ClientConfig;
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::error::KafkaError;
+use rdkafka::message::{BorrowedMessage, Headers, Message};
+use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
+use rdkafka::types::RDKafkaErrorCode;
+use rdkafka::{Offset, Timestamp, TopicPartitionList};
+
+use super::delivery::{DeliveryLog, Sent};
+use super::errors::{classify, classify_code, Disposition};
+use super::failure::WorkerError;
+use super::limits::{BatchLimits, BufferBudget};
+use super::progress::{runs_from_deliveries, InternalTopics, ProgressRecord, PROGRESS_PARTITION};
+use super::resume::{read_resume_position, ResumePosition};
+use crate::metrics as m;
+
+/// What to do when source records disappear before they are copied.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum GapPolicy {
+    /// Stop with an error naming the lost offsets (default).
+    Fail,
+    /// Continue after the gap; log it and count it in metrics.
+    Skip,
+}
+
+/// Settings shared by all workers of one run.
+#[derive(Debug)]
+pub struct WorkerSettings {
+    /// Source consumer settings (from `--consumer.config`, translated).
+    pub source: ClientConfig,
+    /// Target producer settings (from `--producer.config`, translated),
+    /// without a transactional id.
+    pub target: ClientConfig,
+    /// Connection settings only, for reading positions back from the target.
+    pub target_reader: ClientConfig,
+    /// Names of the progress and position topics.
+    pub internal_topics: InternalTopics,
+    /// `<prefix>.<alias>`; a worker appends `.<topic>.<partition>`.
+    pub transactional_id_base: String,
+    pub limits: BatchLimits,
+    pub transaction_timeout: Duration,
+    pub on_source_gap: GapPolicy,
+    /// Random id of this process, written into every progress record.
+    pub instance: u64,
+}
+
+/// How long a blocking Kafka call may take before we treat its outcome as
+/// unknown: a little more than a transaction can live.
+fn call_timeout(settings: &WorkerSettings) -> Duration {
+    settings.transaction_timeout + Duration::from_secs(10)
+}
+
+/// Why a session ended.
+enum SessionEnd {
+    /// Shutdown was requested; the open transaction (if any) is committed.
+    Shutdown,
+    /// Start a new session: new producer, position re-read from the target.
+    Restart(&'static str, String),
+}
+
+/// One source partition's replication loop.
+pub struct Worker {
+    partition: SourcePartition,
+    settings: Arc<WorkerSettings>,
+    state: Arc<StateStore>,
+    shutdown: Arc<AtomicBool>,
+    /// This worker's share of the memory bound.
+    budget: BufferBudget,
+}
+
+impl Worker {
+    pub fn new(
+        partition: SourcePartition,
+        settings: Arc<WorkerSettings>,
+        state: Arc<StateStore>,
+        shutdown: Arc<AtomicBool>,
+        budget: BufferBudget,
+    ) -> Worker {
+        Worker {
+            partition,
+            settings,
+            state,
+            shutdown,
+            budget,
+        }
+    }
+
+    /// Runs sessions until shutdown or a failure that retrying cannot fix.
+    pub fn run(self) -> Result<(), WorkerError> {
+        let mut backoff = Duration::from_millis(100);
+        loop {
+            if self.shutdown.load(Ordering::Relaxed) {
+                return Ok(());
+            }
+            match self.session()? {
+                SessionEnd::Shutdown => return Ok(()),
+                SessionEnd::Restart(reason, detail) => {
+                    m::worker_restarted(&self.partition, reason);
+                    tracing::warn!(partition = %self.partition, reason, %detail, "restarting worker session; position will be re-read from the target");
+                    self.sleep_unless_shutdown(backoff);
+                    backoff = (backoff * 2).min(Duration::from_secs(10));
+                }
+            }
+        }
+    }
+
+    fn sleep_unless_shutdown(&self, duration: Duration) {
+        let until = Instant::now() + duration;
+        while Instant::now() < until && !self.shutdown.load(Ordering::Relaxed) {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    fn fatal(&self, message: impl Into<String>) -> WorkerError {
+        WorkerError::Fatal {
+            source_partition: self.partition.clone(),
+            message: message.into(),
+        }
+    }
+
+    fn transactional_id(&self) -> String {
+        format!(
+            "{}.{}.{}",
+            self.settings.transactional_id_base, self.partition.topic, self.partition.partition
+        )
+    }
+
+    /// One producer lifetime: init, resume, then batches until something
+    /// makes the producer's state uncertain.
+    fn session(&self) -> Result<SessionEnd, WorkerError> {
+        let settings = &*self.settings;
+        let timeout = call_timeout(settings);
+        let producer: BaseProducer<DeliveryLog> = settings
+            .target
+            .clone()
+            .set("transactional.id", self.transactional_id())
+            .set(
+                "transaction.timeout.ms",
+                settings.transaction_timeout.as_millis().to_string(),
+            )
+            .set(
+                "queue.buffering.max.kbytes",
+                self.budget.producer_queue_kbytes.to_string(),
+            )
+            .create_with_context(DeliveryLog::default())
+            .map_err(|e| self.fatal(format!("creating the target producer: {e}")))?;
+        if let Err(e) = producer.init_transactions(timeout) {
+            return match classify(&e) {
+                Disposition::Fatal => Err(self.fatal(format!("init_transactions: {e}"))),
+                _ => Ok(SessionEnd::Restart("init_transactions", e.to_string())),
+            };
+        }
+
+        let resume = match self.resume_position() {
+            Ok(r) => r,
+            Err(ResumeFailure::Restart(detail)) => {
+                return Ok(SessionEnd::Restart("resume_read", detail))
+            }
+            Err(ResumeFailure::Fatal(e)) => return Err(e),
+        };
+
+        let consumer: BaseConsumer = settings
+            .source
+            .clone()
+            .set(
+                "queued.max.messages.kbytes",
+                self.budget.consumer_prefetch_kbytes.to_string(),
+            )
+            .create()
+            .map_err(|e| self.fatal(format!("creating the source consumer: {e}")))?;
+        let (low, end) = match consumer.fetch_watermarks(
+            &self.partition.topic,
+            self.partition.partition,
+            timeout,
+        ) {
+            Ok(w) => w,
+            Err(e) => return Ok(SessionEnd::Restart("source_watermarks", e.to_string())),
+        };
+        let mut committed = match &resume {
+            Some(r) => Committed::from(r),
+            None => Committed::fresh(low),
+        };
+        if committed.next_source_offset > end {
+            return Err(WorkerError::SourceRewound {
+                source_partition: self.partition.clone(),
+                source_end: end,
+                next_source_offset: committed.next_source_offset,
+            });
+        }
+        if low > committed.next_source_offset {
+            self.source_gap(committed.next_source_offset, low)?;
+            committed.next_source_offset = low;
+        }
+        tracing::info!(partition = %self.partition, next_source_offset = committed.next_source_offset, next_target_offset = committed.next_target_offset, source_end = end, "worker session started");
+        self.assign(&consumer, committed.next_source_offset)?;
+
+        let mut session = Session {
+            worker: self,
+            producer,
+            consumer,
+            committed,
+            last_lag_check: None,
+        };
+        session.run()
+    }
+
+    /// Reads the position from the target and reconciles the local cache.
+    fn resume_position(&self) -> Result<Option<ResumePosition>, ResumeFailure> {
+        let cached = self
+            .state
+            .checkpoint(&self.partition)
+            .map_err(|e| ResumeFailure::Fatal(self.fatal(format!("local state: {e}"))))?;
+        let position = read_resume_position(
+            &self.settings.target_reader,
+            &self.settings.internal_topics.position,
+            &self.partition,
+            cached.as_ref().map(|c| c.progress_offset),
+            call_timeout(&self.settings),
+        )
+        .map_err(|e| ResumeFailure::Restart(e.to_string()))?;
+        if let Some(cached) = cached {
+            let target_next = position.as_ref().map(|p| p.record.next_source_offset);
+            if target_next.is_some_and(|t| t > cached.next_source_offset) {
+                // The cache missed commits (another instance, or a lost
+                // write): forget its runs so they never read as a gap.
+                self.state
+                    .reset_partition(&self.partition)
+                    .map_err(|e| ResumeFailure::Fatal(self.fatal(format!("local state: {e}"))))?;
+            }
+            if target_next.is_none_or(|t| t < cached.next_source_offset) {
+                return Err(ResumeFailure::Fatal(WorkerError::TargetLostData {
+                    source_partition: self.partition.clone(),
+                    cached_next: cached.next_source_offset,
+                    target_next: target_next
+                        .map_or("no position at all".to_string(), |t| t.to_string()),
+                    position_topic: self.settings.internal_topics.position.clone(),
+                }));
+            }
+        }
+        Ok(position)
+    }
+
+    fn source_gap(&self, first: i64, end_exclusive: i64) -> Result<(), WorkerError> {
+        match self.settings.on_source_gap {
+            GapPolicy::Fail => Err(WorkerError::SourceGap {
+                source_partition: self.partition.clone(),
+                first,
+                end_exclusive,
+            }),
+            GapPolicy::Skip => {
+                tracing::error!(partition = %self.partition, first, end_exclusive, "source records deleted before they were copied; skipping them as --on-source-gap=skip allows");
+                m::source_gap_skipped(&self.partition, (end_exclusive - first) as u64);
+                Ok(())
+            }
+        }
+    }
+
+    fn assign(&self, consumer: &BaseConsumer, offset: i64) -> Result<(), WorkerError> {
+        let mut assignment = TopicPartitionList::new();
+        assignment
+            .add_partition_offset(
+                &self.partition.topic,
+                self.partition.partition,
+                Offset::Offset(offset),
+            )
+            .and_then(|()| consumer.assign(&assignment))
+            .map_err(|e| self.fatal(format!("assigning the source partition: {e}")))
+    }
+}
+
+enum ResumeFailure {
+    Restart(String),
+    Fatal(WorkerError),
+}
+
+/// The last committed position of the partition, as this session knows it.
+#[derive(Debug, Clone, Copy)]
+struct Committed {
+    next_source_offset: i64,
+    next_target_offset: i64,
+    position_offset: i64,
+}
+
+impl Committed {
+    fn from(r: &ResumePosition) -> Committed {
+        Committed {
+            next_source_offset: r.record.next_source_offset,
+            next_target_offset: r.record.next_target_offset,
+            position_offset: r.position_offset,
+        }
+    }
+
+    fn fresh(source_start: i64) -> Committed {
+        Committed {
+            next_source_offset: source_start,
+            next_target_offset: 0,
+            position_offset: -1,
+        }
+    }
+}
+
+/// Outcome of one attempt at a batch.
+enum BatchEnd {
+    Idle,
+    Committed,
+}
+
+/// A failed batch, already classified.
+struct BatchError {
+    disposition: Disposition,
+    detail: String,
+    /// Source offset of the record the target rejected, if that is the cause.
+    source_offset: Option<i64>,
+}
+
+impl BatchError {
+    fn from_kafka(context: &str, e: &KafkaError) -> BatchError {
+        BatchError {
+            disposition: classify(e),
+            detail: format!("{context}: {e}"),
+            source_offset: None,
+        }
+    }
+}
+
+struct Session<'w> {
+    worker: &'w Worker,
+    producer: BaseProducer<DeliveryLog>,
+    consumer: BaseConsumer,
+    committed: Committed,
+    last_lag_check: Option<Instant>,
+}
+
+impl Session<'_> {
+    fn run(&mut self) -> Result<SessionEnd, WorkerError> {
+        let partition = &self.worker.partition;
+        loop {
+            if self.worker.shutdown.load(Ordering::Relaxed) {
+                return Ok(SessionEnd::Shutdown);
+            }
+            self.report_lag();
+            let failure = match self.replicate_batch() {
+                Ok(_) => continue,
+                Err(failure) => failure,
+            };
+            match failure.disposition {
+                Disposition::AbortBatch | Disposition::Retriable => {
+                    m::transaction_aborted(partition);
+                    tracing::warn!(%partition, detail = %failure.detail, "aborting transaction; the batch will be re-read from the source");
+                    if let Err(e) = self
+                        .producer
+                        .abort_transaction(call_timeout(&self.worker.settings))
+                    {
+                        return Ok(SessionEnd::Restart("abort_failed", e.to_string()));
+                    }
+                    self.producer.poll(Duration::ZERO);
+                    self.producer.context().drain();
+                    self.worker
+                        .assign(&self.consumer, self.committed.next_source_offset)?;
+                    self.worker
+                        .sleep_unless_shutdown(Duration::from_millis(200));
+                }
+                Disposition::RestartSession => {
+                    return Ok(SessionEnd::Restart(
+                        "producer_state_unknown",
+                        failure.detail,
+                    ))
+                }
+                Disposition::Fenced => return self.fenced(failure.detail),
+                Disposition::Fatal => {
+                    return Err(match failure.source_offset {
+                        Some(source_offset) => WorkerError::TargetRejected {
+                            source_partition: partition.clone(),
+                            source_offset,
+                            reason: failure.detail,
+                        },
+                        None => self.worker.fatal(failure.detail),
+                    })
+                }
+            }
+        }
+    }
+
+    /// Our producer was fenced. If another instance has committed for this
+    /// partition since our last commit, it owns the partition: stop. If not,
+    /// the fencing came from our own transaction timing out (the coordinator
+    /// bumped the epoch): restart and carry on.
+    fn fenced(&self, detail: String) -> Result<SessionEnd, WorkerError> {
+        let latest = read_resume_position(
+            &self.worker.settings.target_reader,
+            &self.worker.settings.internal_topics.position,
+            &self.worker.partition,
+            Some(self.committed.position_offset.max(0)),
+            call_timeout(&self.worker.settings),
+        );
+        match latest {
+            Ok(Some(p))
+                if p.record.instance != self.worker.settings.instance
+                    && p.position_offset > self.committed.position_offset =>
+            {
+                Err(WorkerError::Fenced {
+                    source_partition: self.worker.partition.clone(),
+                })
+            }
+            _ => Ok(SessionEnd::Restart("fenced", detail)),
+        }
+    }
+
+    /// Lag = source end (last stable offset) − replicated position, refreshed
+    /// every few seconds.
+    fn report_lag(&mut self) {
+        if self
+            .last_lag_check
+            .is_some_and(|t| t.elapsed() < Duration::from_secs(5))
+        {
+            return;
+        }
+        self.last_lag_check = Some(Instant::now());
+        let p = &self.worker.partition;
+        if let Ok((_, end)) =
+            self.consumer
+                .fetch_watermarks(&p.topic, p.partition, Duration::from_secs(5))
+        {
+            m::lag(p, (end - self.committed.next_source_offset).max(0));
+        }
+    }
+
+    /// Polls the source, dealing with the events that are not records.
+    /// Returns `Ok(None)` when `wait` passes without a record.
+    fn next_record(&self, wait: Duration) -> Result<Option<BorrowedMessage<'_>>, BatchError> {
+        match self.consumer.poll(wait) {
+            None => Ok(None),
+            Some(Ok(message)) => Ok(Some(message)),
+            Some(Err(KafkaError::MessageConsumption(RDKafkaErrorCode::OffsetOutOfRange))) => {
+                Err(BatchError {
+                    disposition: Disposition::RestartSession,
+                    detail: "source offset out of range (records deleted at the source?); re-checking the source range".into(),
+                    source_offset: None,
+                })
+            }
+            Some(Err(e)) => {
+                // Transport errors: librdkafka reconnects by itself.
+                tracing::debug!(partition = %self.worker.partition, error = %e, "source consumer event");
+                Ok(None)
+            }
+        }
+    }
+
+    /// Copies one batch in one transaction. On success the new position is
+    /// committed on the target and cached locally.
+    fn replicate_batch(&mut self) -> Result<BatchEnd, BatchError> {
+        let settings = &*self.worker.settings;
+        let limits = settings.limits;
+        let partition = &self.worker.partition;
+        let Some(first) = self.next_record(limits.idle_poll)? else {
+            return Ok(BatchEnd::Idle);
+        };
+        let first_offset = first.offset();
+        // Invariant: a session consumes forward from the committed position.
+        if first_offset < self.committed.next_source_offset {
+            return Err(BatchError {
+                disposition: Disposition::Fatal,
+                detail: format!(
+                    "source returned offset {first_offset} below the committed position {}",
+                    self.committed.next_source_offset
+                ),
+                source_offset: None,
+            });
+        }
+        // Offsets the consumer skips past the committed position are
+        // transaction markers, aborted or compacted-away records. Deleted
+        // ones surface as OffsetOutOfRange instead (see `next_record`).
+        self.producer
+            .begin_transaction()
+            .map_err(|e| BatchError::from_kafka("begin_transaction", &e))?;
+
+        let started = Instant::now();
+        let mut sent = 0usize;
+        let mut bytes = 0usize;
+        let mut next_source_offset;
+        let mut message = first;
+        loop {
+            bytes += record_size(&message);
+            next_source_offset = message.offset() + 1;
+            self.send_copy(&message)?;
+            sent += 1;
+            if sent >= limits.max_records
+                || bytes >= limits.max_bytes
+                || self.worker.shutdown.load(Ordering::Relaxed)
+            {
+                break;
+            }
+            let Some(remaining) = limits.commit_interval.checked_sub(started.elapsed()) else {
+                break;
+            };
+            match self.next_record(remaining)? {
+                Some(m) => message = m,
+                None => break,
+            }
+        }
+
+        let timeout = call_timeout(settings);
+        self.producer
+            .flush(timeout)
+            .map_err(|e| BatchError::from_kafka("flushing copies", &e))?;
+        let mut copies = Vec::with_capacity(sent);
+        for delivery in self.producer.context().drain() {
+            let Sent::Data { source_offset } = delivery.sent else {
+                unreachable!("progress records are sent after the copies are flushed");
+            };
+            match delivery.outcome {
+                Ok(target_offset) => copies.push((source_offset, target_offset)),
+                Err(e) => {
+                    let disposition = match e.rdkafka_error_code() {
+                        Some(code) => classify_code(code),
+                        None => classify(&e),
+                    };
+                    return Err(BatchError {
+                        disposition,
+                        detail: e.to_string(),
+                        source_offset: Some(source_offset),
+                    });
+                }
+            }
+        }
+        // Every record sent gets exactly one delivery outcome.
+        assert_eq!(copies.len(), sent, "{partition}: delivery reports lost");
+        copies.sort_unstable_by_key(|&(source, _)| source);
+        let runs = runs_from_deliveries(&copies).ok_or_else(|| BatchError {
+            disposition: Disposition::Fatal,
+            detail: "order violated".into(),
+            source_offset: None,
+        })?;
+        if copies[0].1 < self.committed.next_target_offset {
+            return Err(BatchError {
+                disposition: Disposition::Fatal,
+                detail: format!(
+                    "copies landed at target offset {} below the committed target position {}: another writer or a truncated target",
+                    copies[0].1, self.committed.next_target_offset
+                ),
+                source_offset: Some(copies[0].0),
+            });
+        }
+        let next_target_offset = copies.last().expect("batch has a record").1 + 1;
+
+        let record = ProgressRecord {
+            source: partition.clone(),
+            runs,
+            next_source_offset,
+            next_target_offset,
+            instance: settings.instance,
+            committed_at_ms: now_ms(),
+        };
+        let position_offset = self.send_progress(&record)?;
+        self.commit(timeout)?;
+
+        // Invariant: the replicated position only moves forward.
+        assert!(
+            record.next_source_offset > self.committed.next_source_offset
+                && record.next_target_offset > self.committed.next_target_offset,
+            "{partition}: position moved backwards"
+        );
+        self.committed = Committed {
+            next_source_offset: record.next_source_offset,
+            next_target_offset: record.next_target_offset,
+            position_offset,
+        };
+        self.cache(&record, position_offset);
+        m::transaction_committed(partition, sent as u64, bytes as u64);
+        Ok(BatchEnd::Committed)
+    }
+
+    /// Sends the copy of one source record to the same partition number of
+    /// the same-named target topic: key, value, headers and timestamp as they
+    /// are (LogAppendTime becomes CreateTime; tombstones stay tombstones).
+    fn send_copy(&self, message: &BorrowedMessage<'_>) -> Result<(), BatchError> {
+        let mut record: BaseRecord<'_, [u8], [u8], usize> = BaseRecord::with_opaque_to(
+            message.topic(),
+            Sent::Data {
+                source_offset: message.offset(),
+            }
+            .to_opaque(),
+        )
+        .partition(message.partition());
+        if let Some(key) = message.key() {
+            record = record.key(key);
+        }
+        if let Some(value) = message.payload() {
+            record = record.payload(value);
+        }
+        if let Some(headers) = message.headers() {
+            record = record.headers(headers.detach());
+        }
+        match message.timestamp() {
+            Timestamp::CreateTime(t) | Timestamp::LogAppendTime(t) => record = record.timestamp(t),
+            Timestamp::NotAvailable => {}
+        }
+        self.send(record)
+    }
+
+    fn send(&self, mut record: BaseRecord<'_, [u8], [u8], usize>) -> Result<(), BatchError> {
+        loop {
+            match self.producer.send(record) {
+                Ok(()) => return Ok(()),
+                Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), back)) => {
+                    // The producer queue is bounded: wait for deliveries.
+                    self.producer.poll(Duration::from_millis(10));
+                    record = back;
+                }
+                Err((e, _)) => return Err(BatchError::from_kafka("sending to the target", &e)),
+            }
+        }
+    }
+
+    /// Writes the progress and position records into the open transaction
+    /// and returns the position record's offset.
+    fn send_progress(&self, record: &ProgressRecord) -> Result<i64, BatchError> {
+        let topics = &self.worker.settings.internal_topics;
+        let key = ProgressRecord::key(&record.source);
+        let value = record.encode();
+        for (topic, sent) in [
+            (&topics.progress, Sent::Progress),
+            (&topics.position, Sent::Position),
+        ] {
+            self.send(
+                BaseRecord::with_opaque_to(topic, sent.to_opaque())
+                    .partition(PROGRESS_PARTITION)
+                    .key(key.as_slice())
+                    .payload(value.as_slice()),
+            )?;
+        }
+        self.producer
+            .flush(call_timeout(&self.worker.settings))
+            .map_err(|e| BatchError::from_kafka("flushing progress", &e))?;
+        let mut position_offset = None;
+        let reports = self.producer.context().drain();
+        assert_eq!(
+            reports.len(),
+            2,
+            "progress and position each get one report"
+        );
+        for delivery in reports {
+            let offset = delivery.outcome.map_err(|e| BatchError {
+                disposition: classify(&e),
+                detail: format!("writing the progress record: {e}"),
+                source_offset: None,
+            })?;
+            if delivery.sent == Sent::Position {
+                position_offset = Some(offset);
+            }
+        }
+        Ok(position_offset.expect("position record delivered"))
+    }
+
+    /// Commits, retrying while librdkafka says the commit may be retried.
+    fn commit(&self, timeout: Duration) -> Result<(), BatchError> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            match self.producer.commit_transaction(timeout) {
+                Ok(()) => return Ok(()),
+                Err(e) => {
+                    let error = BatchError::from_kafka("commit_transaction", &e);
+                    if error.disposition == Disposition::Retriable && Instant::now() < deadline {
+                        tracing::warn!(partition = %self.worker.partition, error = %e, "commit not confirmed; retrying");
+                        continue;
+                    }
+                    if error.disposition == Disposition::Retriable {
+                        // Outcome unknown: only a new session can tell.
+                        return Err(BatchError {
+                            disposition: Disposition::RestartSession,
+                            ..error
+                        });
+                    }
+                    return Err(error);
+                }
+            }
+        }
+    }
+
+    /// Caches the committed position locally. The cache is only a hint, so a
+    /// failure is logged, not fatal.
+    fn cache(&self, record: &ProgressRecord, position_offset: i64) {
+        let checkpoint = Checkpoint {
+            next_source_offset: record.next_source_offset,
+            next_target_offset: record.next_target_offset,
+            progress_offset: position_offset,
+        };
+        if let Err(e) = self
+            .worker
+            .state
+            .record_commit(&record.source, &checkpoint, &record.runs)
+        {
+            tracing::warn!(partition = %record.source, error = %e, "local state not updated; it will be rebuilt from the target");
+            let _ = self.worker.state.reset_partition(&record.source);
+        }
+    }
+}
+
+fn record_size(message: &BorrowedMessage<'_>) -> usize {
+    message.key().map_or(0, <[u8]>::len)
+        + message.payload().map_or(0, <[u8]>::len)
+        + message.headers().map_or(0, |hs| {
+            hs.iter()
+                .map(|h| h.key.len() + h.value.map_or(0, <[u8]>::len))
+                .sum()
+        })
+}
+
+fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
+}

@@ -1,0 +1,200 @@
+//! `eosmirror run`: assembles configuration, checks both clusters, opens the
+//! local cache and hands over to the supervisor.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use anyhow::{bail, Context};
+use eosmirror_state::{ClusterIdentity, OpenOutcome, StateStore};
+use rdkafka::config::ClientConfig;
+use rdkafka::consumer::{BaseConsumer, Consumer};
+
+use crate::cli::run_args::RunArgs;
+use crate::config::{self, ClientRole};
+use crate::replication::limits::BatchLimits;
+use crate::replication::progress::InternalTopics;
+use crate::replication::supervisor::{self, SupervisorSettings};
+use crate::replication::worker::WorkerSettings;
+use crate::shutdown::Shutdown;
+use crate::topics::filter::TopicFilter;
+use crate::topics::target::TargetTopicOptions;
+
+/// How long start-up waits for a cluster to answer.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Settings eosmirror always sets on the source consumer: exactly-once needs
+/// committed data only, positions come from the target (never from source
+/// group offsets), and a deleted range must surface as an error.
+const SOURCE_OVERRIDES: &[(&str, &str)] = &[
+    ("isolation.level", "read_committed"),
+    ("enable.auto.commit", "false"),
+    ("enable.auto.offset.store", "false"),
+    ("auto.offset.reset", "error"),
+    ("enable.partition.eof", "false"),
+];
+
+/// Settings eosmirror always sets on the target producer.
+const TARGET_OVERRIDES: &[(&str, &str)] = &[("enable.idempotence", "true"), ("acks", "all")];
+
+/// Keys that describe how to reach and authenticate to a cluster; the only
+/// ones given to metadata, admin and position-reading clients.
+fn is_connection_key(key: &str) -> bool {
+    key == "bootstrap.servers"
+        || key == "client.id"
+        || key == "security.protocol"
+        || key.starts_with("sasl.")
+        || key.starts_with("ssl.")
+        || key.starts_with("socket.")
+        || key == "broker.address.family"
+        || key == "metadata.max.age.ms"
+}
+
+/// Loads a Java properties file and translates it for librdkafka, logging
+/// every Java-only key that is dropped.
+fn load_client_config(path: &Path, role: ClientRole) -> anyhow::Result<ClientConfig> {
+    let translated = config::load_client_config(path, role)?;
+    for dropped in &translated.dropped {
+        tracing::warn!(file = %path.display(), "{dropped}");
+    }
+    let config = translated.client_config();
+    if config.get("bootstrap.servers").is_none() {
+        bail!(
+            "{}: bootstrap.servers is missing; add e.g. bootstrap.servers=host:9092",
+            path.display()
+        );
+    }
+    Ok(config)
+}
+
+fn connection_only(config: &ClientConfig) -> ClientConfig {
+    let mut out = ClientConfig::new();
+    for (k, v) in config.config_map() {
+        if is_connection_key(k) {
+            out.set(k, v);
+        }
+    }
+    out
+}
+
+/// Asks a cluster for its id; doubles as the reachability check.
+fn cluster_id(config: &ClientConfig, cluster: &str, file: &Path) -> anyhow::Result<String> {
+    let consumer: BaseConsumer = config.create().with_context(|| {
+        format!(
+            "creating a client for the {cluster} cluster ({})",
+            file.display()
+        )
+    })?;
+    let bootstrap = config.get("bootstrap.servers").unwrap_or_default();
+    consumer
+        .fetch_metadata(None, CONNECT_TIMEOUT)
+        .with_context(|| format!("cannot reach the {cluster} cluster at {bootstrap} (bootstrap.servers in {}) within {CONNECT_TIMEOUT:?}; check the address, the network and security settings", file.display()))?;
+    consumer
+        .client()
+        .fetch_cluster_id(CONNECT_TIMEOUT)
+        .with_context(|| {
+            format!("the {cluster} cluster at {bootstrap} did not report a cluster id")
+        })
+}
+
+fn instance_id() -> u64 {
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64);
+    nanos ^ (u64::from(std::process::id()) << 32)
+}
+
+/// Runs replication until SIGTERM/SIGINT or a failure.
+pub async fn run(args: RunArgs) -> anyhow::Result<()> {
+    for note in args.mirrormaker.check()? {
+        tracing::info!("{note}");
+    }
+    let filter = TopicFilter::new(&args.include, args.exclude.as_deref())?;
+    let mut source = load_client_config(&args.consumer_config, ClientRole::Consumer)?;
+    let mut target = load_client_config(&args.producer_config, ClientRole::Producer)?;
+    let source_connection = connection_only(&source);
+    let target_connection = connection_only(&target);
+
+    let (source_id, target_id) = {
+        let (s, t) = (source_connection.clone(), target_connection.clone());
+        let (sf, tf) = (args.consumer_config.clone(), args.producer_config.clone());
+        tokio::task::spawn_blocking(move || {
+            Ok::<_, anyhow::Error>((
+                cluster_id(&s, "source", &sf)?,
+                cluster_id(&t, "target", &tf)?,
+            ))
+        })
+        .await??
+    };
+    if source_id == target_id {
+        bail!("source and target are the same cluster (id {source_id}); point --producer.config at the target cluster");
+    }
+
+    if source.get("group.id").is_none() {
+        source.set("group.id", format!("eosmirror.{}", args.source_alias));
+    }
+    for (k, v) in SOURCE_OVERRIDES {
+        source.set(*k, *v);
+    }
+    for (k, v) in TARGET_OVERRIDES {
+        target.set(*k, *v);
+    }
+
+    let identity = ClusterIdentity {
+        source_alias: args.source_alias.clone(),
+        source_cluster_id: source_id,
+        target_cluster_id: target_id,
+    };
+    let (state, outcome) = StateStore::open(&args.state_dir, &identity)?;
+    match outcome {
+        OpenOutcome::Created => {
+            tracing::info!(dir = %args.state_dir.display(), "created local state")
+        }
+        OpenOutcome::Reopened => {
+            tracing::info!(dir = %args.state_dir.display(), "reopened local state")
+        }
+        OpenOutcome::Rebuilt { moved_to, reason } => {
+            tracing::warn!(dir = %args.state_dir.display(), moved_to = %moved_to.display(), %reason, "local state was unreadable; moved it aside, rebuilding from the target")
+        }
+    }
+
+    if let Some(address) = args.metrics_address {
+        crate::metrics::install(address)?;
+    }
+    let shutdown = Shutdown::default();
+    shutdown.listen_for_signals()?;
+
+    let workers = Arc::new(WorkerSettings {
+        source,
+        target,
+        target_reader: target_connection.clone(),
+        internal_topics: InternalTopics::for_alias(&args.source_alias),
+        transactional_id_base: format!("{}.{}", args.transactional_id_prefix, args.source_alias),
+        limits: BatchLimits {
+            max_records: args.batch_max_records,
+            max_bytes: args.batch_max_bytes,
+            commit_interval: Duration::from_millis(args.commit_interval_ms),
+            idle_poll: Duration::from_millis(500),
+        },
+        transaction_timeout: Duration::from_millis(args.transaction_timeout_ms),
+        on_source_gap: args.on_source_gap,
+        instance: instance_id(),
+    });
+    let supervisor_settings = SupervisorSettings {
+        source_admin: source_connection,
+        target_admin: target_connection,
+        filter,
+        target_topics: TargetTopicOptions {
+            replication_factor: args.target_replication_factor,
+            add_partitions: args.target_add_partitions,
+            progress_retention: Duration::from_millis(args.progress_retention_ms),
+        },
+        refresh_interval: Duration::from_millis(args.refresh_interval_ms),
+        memory_limit_bytes: args.max_memory_bytes,
+        shutdown_timeout: Duration::from_millis(args.shutdown_timeout_ms),
+        metadata_timeout: CONNECT_TIMEOUT,
+    };
+    supervisor::run(supervisor_settings, workers, Arc::new(state), shutdown).await?;
+    tracing::info!("stopped cleanly");
+    Ok(())
+}

@@ -1,0 +1,4 @@
+//! Source topic selection and target topic preparation.
+
+pub mod filter;
+pub mod target;

@@ -1,0 +1,278 @@
+//! Making the target ready for the source topics: same names, at least the
+//! same partition counts, the source's relevant topic settings, and
+//! eosmirror's internal topics.
+//!
+//! Everything is checked before anything is created, so bad input (a target
+//! topic with fewer partitions than its source) leaves the target untouched.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use rdkafka::admin::{
+    AdminClient, AdminOptions, ConfigSource, NewPartitions, NewTopic, ResourceSpecifier,
+    TopicReplication,
+};
+use rdkafka::client::DefaultClientContext;
+use rdkafka::config::ClientConfig;
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::error::KafkaError;
+use rdkafka::types::RDKafkaErrorCode;
+
+use super::filter::TopicFilter;
+use crate::replication::progress::InternalTopics;
+
+/// Topic settings carried from a source topic to the target topic eosmirror
+/// creates, when they are set on the source topic itself. Not carried:
+/// `message.timestamp.*` (the copy keeps source timestamps as CreateTime,
+/// and a window that held at the source may not hold later) and anything
+/// about placement or replication, which belongs to the target cluster.
+const COPIED_SETTINGS: &[&str] = &[
+    "cleanup.policy",
+    "retention.ms",
+    "retention.bytes",
+    "max.message.bytes",
+    "min.compaction.lag.ms",
+    "max.compaction.lag.ms",
+    "delete.retention.ms",
+    "min.cleanable.dirty.ratio",
+    "segment.bytes",
+    "segment.ms",
+    "compression.type",
+];
+
+/// A source topic to replicate.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SourceTopic {
+    pub name: String,
+    pub partitions: i32,
+}
+
+/// Failures preparing the target; each names the topic and the fix.
+#[derive(Debug, thiserror::Error)]
+pub enum TopicError {
+    #[error("reading metadata from the {cluster} cluster: {source}")]
+    Metadata {
+        cluster: &'static str,
+        #[source]
+        source: KafkaError,
+    },
+    #[error("target topic(s) have fewer partitions than their source: {}. Add partitions on the target (kafka-topics.sh --alter --partitions N) or run with --target.add.partitions; nothing was created or changed", .0.iter().map(|(t, s, d)| format!("{t} (source {s}, target {d})")).collect::<Vec<_>>().join(", "))]
+    TooFewPartitions(Vec<(String, i32, i32)>),
+    #[error("{operation} for topic {topic} on the {cluster} cluster failed: {reason}")]
+    Admin {
+        operation: &'static str,
+        topic: String,
+        cluster: &'static str,
+        reason: String,
+    },
+}
+
+/// Options for topics eosmirror creates on the target.
+#[derive(Debug, Clone)]
+pub struct TargetTopicOptions {
+    /// Replication factor of created topics; `-1` takes the broker default.
+    pub replication_factor: i32,
+    /// Add partitions to target topics that have fewer than their source.
+    pub add_partitions: bool,
+    /// Retention of the progress (offset-translation history) topic.
+    pub progress_retention: Duration,
+}
+
+/// Partition counts per topic as one cluster's metadata reports them.
+/// Blocking; call from a blocking thread.
+pub fn partition_counts(
+    client: &ClientConfig,
+    cluster: &'static str,
+    timeout: Duration,
+) -> Result<BTreeMap<String, i32>, TopicError> {
+    let metadata_error = |source| TopicError::Metadata { cluster, source };
+    let consumer: BaseConsumer = client.create().map_err(metadata_error)?;
+    let metadata = consumer
+        .fetch_metadata(None, timeout)
+        .map_err(metadata_error)?;
+    Ok(metadata
+        .topics()
+        .iter()
+        .filter(|t| t.error().is_none())
+        .map(|t| (t.name().to_string(), t.partitions().len() as i32))
+        .collect())
+}
+
+/// The source topics the filter selects.
+pub fn select(counts: &BTreeMap<String, i32>, filter: &TopicFilter) -> Vec<SourceTopic> {
+    counts
+        .iter()
+        .filter(|(name, _)| filter.matches(name))
+        .map(|(name, &partitions)| SourceTopic {
+            name: name.clone(),
+            partitions,
+        })
+        .collect()
+}
+
+/// Creates or extends target topics so that every source partition has a
+/// same-numbered target partition, and creates the internal topics.
+pub async fn prepare_target(
+    source: &ClientConfig,
+    target: &ClientConfig,
+    topics: &[SourceTopic],
+    target_counts: &BTreeMap<String, i32>,
+    internal: &InternalTopics,
+    options: &TargetTopicOptions,
+) -> Result<(), TopicError> {
+    let mut missing = Vec::new();
+    let mut too_few = Vec::new();
+    for topic in topics {
+        match target_counts.get(&topic.name) {
+            None => missing.push(topic),
+            Some(&n) if n < topic.partitions => {
+                too_few.push((topic.name.clone(), topic.partitions, n))
+            }
+            Some(_) => {}
+        }
+    }
+    if !too_few.is_empty() && !options.add_partitions {
+        return Err(TopicError::TooFewPartitions(too_few));
+    }
+
+    let source_admin = admin(source, "source")?;
+    let target_admin = admin(target, "target")?;
+    let admin_options = AdminOptions::new().operation_timeout(Some(Duration::from_secs(30)));
+
+    let mut new_topics = Vec::new();
+    for topic in &missing {
+        let settings = source_topic_settings(&source_admin, &topic.name).await?;
+        new_topics.push((topic, settings));
+    }
+    let progress_retention = options.progress_retention.as_millis().to_string();
+    let internal_specs: [(&str, Vec<(&str, &str)>); 2] = [
+        (
+            &internal.progress,
+            vec![
+                ("cleanup.policy", "delete"),
+                ("retention.ms", &progress_retention),
+            ],
+        ),
+        (
+            &internal.position,
+            vec![
+                ("cleanup.policy", "compact"),
+                ("segment.ms", "3600000"),
+                ("min.cleanable.dirty.ratio", "0.1"),
+            ],
+        ),
+    ];
+
+    let mut creations: Vec<NewTopic<'_>> = Vec::new();
+    for (topic, settings) in &new_topics {
+        let mut new = NewTopic::new(
+            &topic.name,
+            topic.partitions,
+            TopicReplication::Fixed(options.replication_factor),
+        );
+        for (k, v) in settings {
+            new = new.set(k, v);
+        }
+        creations.push(new);
+    }
+    for (name, settings) in &internal_specs {
+        if target_counts.contains_key(*name) {
+            continue;
+        }
+        let mut new = NewTopic::new(name, 1, TopicReplication::Fixed(options.replication_factor));
+        for (k, v) in settings {
+            new = new.set(k, v);
+        }
+        creations.push(new);
+    }
+    if !creations.is_empty() {
+        let results = target_admin
+            .create_topics(creations.iter(), &admin_options)
+            .await
+            .map_err(|e| admin_error("create topics", "(several)", e.to_string()))?;
+        for result in results {
+            match result {
+                Ok(name) => tracing::info!(topic = %name, "created target topic"),
+                // Another instance created it meanwhile: fine.
+                Err((_, RDKafkaErrorCode::TopicAlreadyExists)) => {}
+                Err((name, code)) => {
+                    return Err(admin_error("create topic", &name, code.to_string()))
+                }
+            }
+        }
+    }
+
+    if !too_few.is_empty() {
+        let additions: Vec<NewPartitions<'_>> = too_few
+            .iter()
+            .map(|(name, source_count, _)| NewPartitions::new(name, *source_count as usize))
+            .collect();
+        let results = target_admin
+            .create_partitions(additions.iter(), &admin_options)
+            .await
+            .map_err(|e| admin_error("add partitions", "(several)", e.to_string()))?;
+        for result in results {
+            match result {
+                Ok(name) => tracing::info!(topic = %name, "added partitions to target topic"),
+                Err((name, code)) => {
+                    return Err(admin_error("add partitions", &name, code.to_string()))
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+fn admin(
+    config: &ClientConfig,
+    cluster: &'static str,
+) -> Result<AdminClient<DefaultClientContext>, TopicError> {
+    config
+        .create()
+        .map_err(|source| TopicError::Metadata { cluster, source })
+}
+
+fn admin_error(operation: &'static str, topic: &str, reason: String) -> TopicError {
+    TopicError::Admin {
+        operation,
+        topic: topic.to_string(),
+        cluster: "target",
+        reason,
+    }
+}
+
+/// The settings of `topic` on the source worth carrying to the target.
+async fn source_topic_settings(
+    source_admin: &AdminClient<DefaultClientContext>,
+    topic: &str,
+) -> Result<Vec<(String, String)>, TopicError> {
+    let options = AdminOptions::new().request_timeout(Some(Duration::from_secs(30)));
+    let results = source_admin
+        .describe_configs([&ResourceSpecifier::Topic(topic)], &options)
+        .await
+        .map_err(|e| TopicError::Admin {
+            operation: "describe configs",
+            topic: topic.to_string(),
+            cluster: "source",
+            reason: e.to_string(),
+        })?;
+    let mut settings = Vec::new();
+    for result in results {
+        let resource = result.map_err(|code| TopicError::Admin {
+            operation: "describe configs",
+            topic: topic.to_string(),
+            cluster: "source",
+            reason: code.to_string(),
+        })?;
+        for entry in resource.entries {
+            if entry.source == ConfigSource::DynamicTopic
+                && COPIED_SETTINGS.contains(&entry.name.as_str())
+            {
+                if let Some(value) = entry.value {
+                    settings.push((entry.name, value));
+                }
+            }
+        }
+    }
+    Ok(settings)
+}

@@ -1,0 +1,44 @@
+//! Where a partition's replication stands after its last recorded commit.
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+/// The replicated position of one source partition, as of the last Kafka
+/// transaction recorded in the cache.
+///
+/// It is a hint: on start a worker still confirms the position against the
+/// progress topic on the target, but the hint tells it where to look, so a
+/// restart does not have to search the progress topic.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Checkpoint {
+    /// The next source offset to copy: everything below it is replicated.
+    pub next_source_offset: i64,
+    /// The target offset the next copied record will land at (after the
+    /// commit marker of the last transaction).
+    pub next_target_offset: i64,
+    /// Offset in the progress topic of the last progress record seen for
+    /// this partition: where a resuming worker starts reading.
+    pub progress_offset: i64,
+}
+
+impl Checkpoint {
+    /// Whether moving from `self` to `next` would take either replicated
+    /// position backwards. Equal positions are fine (an idle partition
+    /// re-emitting its position).
+    pub(crate) fn would_regress_to(&self, next: &Checkpoint) -> bool {
+        next.next_source_offset < self.next_source_offset
+            || next.next_target_offset < self.next_target_offset
+    }
+}
+
+impl fmt::Display for Checkpoint {
+    /// Compact form for error messages.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "next source offset {}, next target offset {} (progress offset {})",
+            self.next_source_offset, self.next_target_offset, self.progress_offset
+        )
+    }
+}

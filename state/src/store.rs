@@ -1,0 +1,444 @@
+//! [`StateStore`]: the sled-backed cache of checkpoints and offset runs.
+//!
+//! Layout inside the sled database:
+//! - default tree, key [`Header::KEY`]: the [`Header`] (format version and
+//!   cluster identity);
+//! - tree `checkpoints`: [`SourcePartition::key`] → [`Checkpoint`];
+//! - tree `offset-runs`: [`SourcePartition::run_key`] of the run's first
+//!   source offset → [`OffsetRun`].
+//!
+//! Every value is encoded by [`codec`]. The target cluster is the source of
+//! truth, so anything wrong with this store on open is repaired by moving the
+//! directory aside and starting empty — except when the directory belongs to
+//! other clusters or to a running process, where guessing would be wrong.
+
+use std::convert::Infallible;
+use std::fmt;
+use std::fs;
+use std::io;
+use std::ops::Bound;
+use std::path::{Path, PathBuf};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use sled::transaction::{ConflictableTransactionError, TransactionError};
+use sled::Transactional;
+
+use crate::codec;
+use crate::header::Header;
+use crate::translation::debug_assert_runs_fit;
+use crate::{Checkpoint, ClusterIdentity, OffsetRun, SourcePartition, StateError, Translation};
+
+/// Name of the sled tree holding one [`Checkpoint`] per source partition.
+const CHECKPOINTS_TREE: &str = "checkpoints";
+/// Name of the sled tree holding the [`OffsetRun`]s of every partition.
+const RUNS_TREE: &str = "offset-runs";
+/// sled 0.34.7 reports a held file lock only through this message text.
+const SLED_LOCK_MESSAGE: &str = "could not acquire lock";
+
+/// How [`StateStore::open`] found the directory, so the caller can log it
+/// and knows whether cached positions are available.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum OpenOutcome {
+    /// There was no store (missing or empty directory): a fresh one was
+    /// created. Every partition starts from the target's progress topic.
+    Created,
+    /// An intact store for the same clusters was reopened.
+    Reopened,
+    /// The directory was unusable; it was renamed to `moved_to` (kept for
+    /// post-mortems) and a fresh store was created in its place.
+    Rebuilt {
+        /// Where the unusable directory now is.
+        moved_to: PathBuf,
+        /// What was wrong with it.
+        reason: String,
+    },
+}
+
+/// Why an existing directory could not be reopened as it is.
+enum Unusable {
+    /// Damaged or not a store at all: move it aside and rebuild.
+    Corrupt(String),
+    /// Must not be touched: report to the caller.
+    Refused(StateError),
+}
+
+/// Local cache of replication progress: per source partition, the last
+/// committed position ([`Checkpoint`]) and the exact source → target offset
+/// mapping ([`OffsetRun`]s) of the commits recorded since the cache began.
+///
+/// It makes restarts cheap (a worker knows where to look in the progress
+/// topic) and answers offset translation without reading the target.
+/// Deleting it is always safe.
+///
+/// The store is `Send + Sync`; share it between workers with an `Arc`. Each
+/// partition must have a single writer (its worker), which the replicator
+/// guarantees anyway.
+pub struct StateStore {
+    /// The state directory, kept for error messages.
+    dir: PathBuf,
+    /// The clusters this store belongs to, as recorded in its header.
+    identity: ClusterIdentity,
+    /// The sled database (needed for the header and for flushing).
+    db: sled::Db,
+    /// See [`CHECKPOINTS_TREE`].
+    checkpoints: sled::Tree,
+    /// See [`RUNS_TREE`].
+    runs: sled::Tree,
+}
+
+impl StateStore {
+    /// Opens the store in `dir` for the flow `identity`, creating it if
+    /// `dir` is missing or empty.
+    ///
+    /// A directory that is damaged, is not a store, or has an unknown format
+    /// version is renamed to `<dir>.corrupt-<unix-seconds>[-n]` and replaced
+    /// by a fresh store ([`OpenOutcome::Rebuilt`]). A store created for other
+    /// clusters is refused ([`StateError::ForeignStateDir`]) and so is one
+    /// locked by another process ([`StateError::Locked`]); neither is touched.
+    pub fn open(
+        dir: &Path,
+        identity: &ClusterIdentity,
+    ) -> Result<(StateStore, OpenOutcome), StateError> {
+        // Normalise away a trailing slash, which would put the aside path
+        // *inside* the directory.
+        let dir: PathBuf = dir.components().collect();
+        let reason = match Self::reopen(&dir, identity) {
+            Ok(Some(store)) => return Ok((store, OpenOutcome::Reopened)),
+            Ok(None) => return Ok((Self::create(dir, identity)?, OpenOutcome::Created)),
+            Err(Unusable::Refused(error)) => return Err(error),
+            Err(Unusable::Corrupt(reason)) => reason,
+        };
+        let moved_to = aside_path(&dir, unix_seconds());
+        fs::rename(&dir, &moved_to).map_err(|source| StateError::MoveAsideFailed {
+            dir: dir.clone(),
+            to: moved_to.clone(),
+            reason: reason.clone(),
+            source,
+        })?;
+        tracing::warn!(
+            dir = %dir.display(),
+            moved_to = %moved_to.display(),
+            %reason,
+            "state dir unusable; moved it aside and rebuilding (it is only a cache: \
+             positions will be re-read from the target cluster)"
+        );
+        let store = Self::create(dir, identity)?;
+        Ok((store, OpenOutcome::Rebuilt { moved_to, reason }))
+    }
+
+    /// Opens an existing store, or returns `None` if there is none yet.
+    fn reopen(dir: &Path, identity: &ClusterIdentity) -> Result<Option<StateStore>, Unusable> {
+        let inaccessible = |source| {
+            Unusable::Refused(StateError::Inaccessible {
+                dir: dir.to_owned(),
+                source,
+            })
+        };
+        match fs::metadata(dir) {
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(inaccessible(e)),
+            Ok(meta) if !meta.is_dir() => {
+                return Err(Unusable::Corrupt("it is not a directory".into()))
+            }
+            Ok(_) => {}
+        }
+        // An empty directory is a new store (e.g. a freshly mounted volume).
+        if fs::read_dir(dir).map_err(inaccessible)?.next().is_none() {
+            return Ok(None);
+        }
+
+        let db = match open_sled(dir) {
+            Ok(db) => db,
+            Err(StateError::Storage { source, .. }) => {
+                return Err(Unusable::Corrupt(format!("sled cannot open it: {source}")))
+            }
+            Err(refused) => return Err(Unusable::Refused(refused)),
+        };
+        let header = db
+            .get(Header::KEY)
+            .map_err(|e| Unusable::Corrupt(format!("sled cannot read the store header: {e}")))?
+            .ok_or_else(|| {
+                Unusable::Corrupt(
+                    "the store header is missing: not an eosmirror state dir, \
+                     or its creation was interrupted"
+                        .into(),
+                )
+            })?;
+        let header = Header::decode(&header).map_err(Unusable::Corrupt)?;
+        if header.identity != *identity {
+            return Err(Unusable::Refused(StateError::ForeignStateDir {
+                dir: dir.to_owned(),
+                expected: Box::new(identity.clone()),
+                found: Box::new(header.identity),
+            }));
+        }
+
+        let store = Self::from_db(dir.to_owned(), header.identity, db)
+            .map_err(|e| Unusable::Corrupt(format!("sled cannot open a tree: {e}")))?;
+        // One checkpoint per partition: cheap to check all now, so a damaged
+        // one leads to a rebuild instead of an error in a worker later.
+        for entry in store.checkpoints.iter() {
+            let (_, value) = entry
+                .map_err(|e| Unusable::Corrupt(format!("sled cannot read a checkpoint: {e}")))?;
+            codec::decode::<Checkpoint>(&value)
+                .map_err(|e| Unusable::Corrupt(format!("a checkpoint does not decode: {e}")))?;
+        }
+        Ok(Some(store))
+    }
+
+    /// Creates a fresh store with a header for `identity` and makes the
+    /// header durable before returning.
+    fn create(dir: PathBuf, identity: &ClusterIdentity) -> Result<StateStore, StateError> {
+        let db = open_sled(&dir)?;
+        let store = Self::from_db(dir.clone(), identity.clone(), db)
+            .map_err(|source| StateError::Storage { dir, source })?;
+        store
+            .db
+            .insert(Header::KEY, codec::encode(&Header::current(identity)))
+            .map_err(|e| store.storage(e))?;
+        store.flush()?;
+        Ok(store)
+    }
+
+    /// Opens the trees of an open database.
+    fn from_db(dir: PathBuf, identity: ClusterIdentity, db: sled::Db) -> sled::Result<StateStore> {
+        Ok(StateStore {
+            checkpoints: db.open_tree(CHECKPOINTS_TREE)?,
+            runs: db.open_tree(RUNS_TREE)?,
+            dir,
+            identity,
+            db,
+        })
+    }
+
+    /// The clusters this store belongs to.
+    pub fn identity(&self) -> &ClusterIdentity {
+        &self.identity
+    }
+
+    /// The last recorded position of `partition`, if any: where its worker
+    /// starts looking in the progress topic.
+    pub fn checkpoint(
+        &self,
+        partition: &SourcePartition,
+    ) -> Result<Option<Checkpoint>, StateError> {
+        self.checkpoints
+            .get(partition.key())
+            .map_err(|e| self.storage(e))?
+            .map(|bytes| self.decode(&bytes, || format!("checkpoint of {partition}")))
+            .transpose()
+    }
+
+    /// Records one committed Kafka transaction of `partition`: its new
+    /// `checkpoint` and the offset `runs` it copied, atomically (a crash
+    /// leaves both or neither).
+    ///
+    /// Call it after every successful commit, in commit order: translation
+    /// treats the space between recorded runs as source gaps, so a worker
+    /// that resumes at a position other than the stored checkpoint must call
+    /// [`StateStore::reset_partition`] first.
+    ///
+    /// A position only moves forward: if the stored checkpoint is ahead of
+    /// `checkpoint` in source or target offset, nothing is written and
+    /// [`StateError::PositionWentBackwards`] is returned.
+    pub fn record_commit(
+        &self,
+        partition: &SourcePartition,
+        checkpoint: &Checkpoint,
+        runs: &[OffsetRun],
+    ) -> Result<(), StateError> {
+        let key = partition.key();
+        let value = codec::encode(checkpoint);
+        let run_entries: Vec<(Vec<u8>, Vec<u8>)> = runs
+            .iter()
+            .map(|run| (partition.run_key(run.source_start), codec::encode(run)))
+            .collect();
+
+        (&self.checkpoints, &self.runs)
+            .transaction(|(checkpoints, runs_tree)| {
+                let stored = match checkpoints.get(&key)? {
+                    Some(bytes) => Some(
+                        self.decode::<Checkpoint>(&bytes, || format!("checkpoint of {partition}"))
+                            .map_err(ConflictableTransactionError::Abort)?,
+                    ),
+                    None => None,
+                };
+                if let Some(stored) = stored.filter(|s| s.would_regress_to(checkpoint)) {
+                    return Err(ConflictableTransactionError::Abort(
+                        StateError::PositionWentBackwards {
+                            partition: partition.clone(),
+                            stored,
+                            attempted: *checkpoint,
+                        },
+                    ));
+                }
+                debug_assert_runs_fit(runs, stored.as_ref(), checkpoint);
+
+                checkpoints.insert(key.as_slice(), value.as_slice())?;
+                for (run_key, run_value) in &run_entries {
+                    runs_tree.insert(run_key.as_slice(), run_value.as_slice())?;
+                }
+                Ok(())
+            })
+            .map_err(|e| match e {
+                TransactionError::Abort(error) => error,
+                TransactionError::Storage(source) => self.storage(source),
+            })
+    }
+
+    /// Forgets the checkpoint and all offset runs of `partition`, atomically,
+    /// leaving other partitions alone. Used when the target (the source of
+    /// truth) disagrees with the cache: the cache then restarts from the
+    /// position read from the target.
+    pub fn reset_partition(&self, partition: &SourcePartition) -> Result<(), StateError> {
+        let key = partition.key();
+        let mut removals = sled::Batch::default();
+        for run_key in self.runs.scan_prefix(&key).keys() {
+            removals.remove(run_key.map_err(|e| self.storage(e))?);
+        }
+        (&self.checkpoints, &self.runs)
+            .transaction(|(checkpoints, runs)| {
+                checkpoints.remove(key.as_slice())?;
+                runs.apply_batch(&removals)?;
+                Ok::<(), ConflictableTransactionError<Infallible>>(())
+            })
+            .map_err(|e| match e {
+                TransactionError::Abort(never) => match never {},
+                TransactionError::Storage(source) => self.storage(source),
+            })
+    }
+
+    /// Translates `source_offset` of `partition` into the target offset a
+    /// consumer should resume from (see [`Translation`]).
+    ///
+    /// Two point lookups on the sorted run keys: the run starting at or
+    /// before the offset, and if that run does not cover it, the next run.
+    pub fn translate(
+        &self,
+        partition: &SourcePartition,
+        source_offset: i64,
+    ) -> Result<Translation, StateError> {
+        let at = partition.run_key(source_offset);
+        let Some(floor) = self.run_in(partition, partition.run_key(i64::MIN)..=at.clone(), true)?
+        else {
+            return Ok(Translation::Unknown);
+        };
+        if let Some(target) = floor.target_of(source_offset) {
+            return Ok(Translation::Exact(target));
+        }
+        // In a gap between runs, or past the last one.
+        let after = (
+            Bound::Excluded(at),
+            Bound::Included(partition.run_key(i64::MAX)),
+        );
+        Ok(match self.run_in(partition, after, false)? {
+            Some(next) => Translation::Exact(next.target_start),
+            None => Translation::Tail,
+        })
+    }
+
+    /// The last (`last == true`) or first run of `partition` whose key lies
+    /// in `range`.
+    fn run_in(
+        &self,
+        partition: &SourcePartition,
+        range: impl std::ops::RangeBounds<Vec<u8>>,
+        last: bool,
+    ) -> Result<Option<OffsetRun>, StateError> {
+        let mut runs = self.runs.range(range);
+        let entry = if last { runs.next_back() } else { runs.next() };
+        let Some(entry) = entry else { return Ok(None) };
+        let (_, value) = entry.map_err(|e| self.storage(e))?;
+        self.decode(&value, || format!("offset run of {partition}"))
+            .map(Some)
+    }
+
+    /// Makes everything recorded so far durable. sled also flushes in the
+    /// background; call this on graceful shutdown so a restart finds the
+    /// latest positions.
+    pub fn flush(&self) -> Result<(), StateError> {
+        self.db.flush().map(drop).map_err(|e| self.storage(e))
+    }
+
+    /// Wraps a sled error with the directory it happened in.
+    fn storage(&self, source: sled::Error) -> StateError {
+        StateError::Storage {
+            dir: self.dir.clone(),
+            source,
+        }
+    }
+
+    /// Decodes a stored value; `what` names it for the error message.
+    fn decode<T: serde::de::DeserializeOwned>(
+        &self,
+        bytes: &[u8],
+        what: impl FnOnce() -> String,
+    ) -> Result<T, StateError> {
+        codec::decode(bytes).map_err(|detail| StateError::Corrupt {
+            dir: self.dir.clone(),
+            what: what(),
+            detail,
+        })
+    }
+}
+
+impl fmt::Debug for StateStore {
+    /// sled's own `Debug` dumps whole trees; show only what identifies us.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("StateStore")
+            .field("dir", &self.dir)
+            .field("identity", &self.identity)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Opens (or creates) the sled database in `dir`. A held lock and missing
+/// permissions get their own errors because they are not corruption: moving
+/// the directory aside would be wrong. Everything else is
+/// [`StateError::Storage`].
+fn open_sled(dir: &Path) -> Result<sled::Db, StateError> {
+    sled::Config::new()
+        .path(dir)
+        .open()
+        .map_err(|error| match error {
+            sled::Error::Io(source) if source.to_string().contains(SLED_LOCK_MESSAGE) => {
+                StateError::Locked {
+                    dir: dir.to_owned(),
+                    source,
+                }
+            }
+            sled::Error::Io(source) if source.kind() == io::ErrorKind::PermissionDenied => {
+                StateError::Inaccessible {
+                    dir: dir.to_owned(),
+                    source,
+                }
+            }
+            source => StateError::Storage {
+                dir: dir.to_owned(),
+                source,
+            },
+        })
+}
+
+/// `<dir>.corrupt-<secs>`, or with `-1`, `-2`, … appended if that exists.
+fn aside_path(dir: &Path, secs: u64) -> PathBuf {
+    let with_suffix = |suffix: String| {
+        let mut path = dir.as_os_str().to_owned();
+        path.push(suffix);
+        PathBuf::from(path)
+    };
+    std::iter::once(with_suffix(format!(".corrupt-{secs}")))
+        .chain((1..).map(|n| with_suffix(format!(".corrupt-{secs}-{n}"))))
+        .find(|path| fs::symlink_metadata(path).is_err())
+        .expect("an unbounded sequence of names has a free one")
+}
+
+/// Seconds since the Unix epoch (0 if the clock is before it).
+fn unix_seconds() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |elapsed| elapsed.as_secs())
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,547 @@
+//! Tests of [`StateStore`] against real sled databases in temporary
+//! directories.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use super::*;
+
+fn identity() -> ClusterIdentity {
+    ClusterIdentity {
+        source_alias: "dc1".into(),
+        source_cluster_id: "src-cluster".into(),
+        target_cluster_id: "tgt-cluster".into(),
+    }
+}
+
+fn checkpoint(next_source: i64, next_target: i64) -> Checkpoint {
+    Checkpoint {
+        next_source_offset: next_source,
+        next_target_offset: next_target,
+        progress_offset: next_source / 10,
+    }
+}
+
+fn run(source_start: i64, target_start: i64, len: u64) -> OffsetRun {
+    OffsetRun {
+        source_start,
+        target_start,
+        len,
+    }
+}
+
+fn open(dir: &Path) -> (StateStore, OpenOutcome) {
+    StateStore::open(dir, &identity()).expect("open state store")
+}
+
+/// A temp dir and the (not yet existing) state dir inside it, so that
+/// moved-aside siblings are cleaned up with it.
+fn state_dir() -> (tempfile::TempDir, PathBuf) {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let dir = tmp.path().join("state");
+    (tmp, dir)
+}
+
+/// Sorted names of the entries of a directory.
+fn listing(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = fs::read_dir(dir)
+        .expect("read_dir")
+        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
+
+/// Asserts that opening rebuilt the store and returns where the old one went.
+fn assert_rebuilt(dir: &Path, outcome: OpenOutcome, reason_contains: &str) -> PathBuf {
+    let OpenOutcome::Rebuilt { moved_to, reason } = outcome else {
+        panic!("expected Rebuilt, got {outcome:?}");
+    };
+    assert!(reason.contains(reason_contains), "reason: {reason}");
+    assert!(
+        moved_to.is_dir() || moved_to.is_file(),
+        "{moved_to:?} missing"
+    );
+    let name = moved_to.file_name().unwrap().to_string_lossy().into_owned();
+    assert!(name.starts_with("state.corrupt-"), "{name}");
+    assert_eq!(moved_to.parent(), dir.parent());
+    moved_to
+}
+
+#[test]
+fn create_then_reopen_roundtrip() {
+    let (_tmp, dir) = state_dir();
+    let orders = SourcePartition::new("orders", 0);
+    {
+        let (store, outcome) = open(&dir);
+        assert_eq!(outcome, OpenOutcome::Created);
+        assert_eq!(store.identity(), &identity());
+        assert_eq!(store.checkpoint(&orders).unwrap(), None);
+        store
+            .record_commit(&orders, &checkpoint(10, 12), &[run(0, 0, 4), run(6, 4, 4)])
+            .unwrap();
+        store.flush().unwrap();
+    }
+    let (store, outcome) = open(&dir);
+    assert_eq!(outcome, OpenOutcome::Reopened);
+    assert_eq!(store.checkpoint(&orders).unwrap(), Some(checkpoint(10, 12)));
+    assert_eq!(store.translate(&orders, 7).unwrap(), Translation::Exact(5));
+}
+
+#[test]
+fn trailing_slash_and_empty_dir_create_a_store() {
+    let tmp = tempfile::tempdir().unwrap();
+    // An existing empty directory, e.g. a freshly mounted volume.
+    let (_store, outcome) = StateStore::open(&tmp.path().join(""), &identity()).unwrap();
+    assert_eq!(outcome, OpenOutcome::Created);
+}
+
+#[test]
+fn missing_parent_directories_are_created() {
+    let (_tmp, dir) = state_dir();
+    let (_store, outcome) = open(&dir.join("a/b"));
+    assert_eq!(outcome, OpenOutcome::Created);
+}
+
+#[test]
+fn foreign_identity_is_refused_and_left_untouched() {
+    let (_tmp, dir) = state_dir();
+    let orders = SourcePartition::new("orders", 0);
+    {
+        let (store, _) = open(&dir);
+        store
+            .record_commit(&orders, &checkpoint(5, 5), &[run(0, 0, 5)])
+            .unwrap();
+    }
+    let files_before = listing(&dir);
+    let conf_before = fs::read(dir.join("conf")).unwrap();
+
+    let mut others = vec![identity(), identity(), identity()];
+    others[0].source_alias = "dc2".into();
+    others[1].source_cluster_id = "other-src".into();
+    others[2].target_cluster_id = "other-tgt".into();
+    for other in others {
+        let err = StateStore::open(&dir, &other).unwrap_err();
+        let StateError::ForeignStateDir {
+            dir: refused,
+            expected,
+            found,
+        } = &err
+        else {
+            panic!("expected ForeignStateDir, got {err:?}");
+        };
+        assert_eq!(refused, &dir);
+        assert_eq!(**expected, other);
+        assert_eq!(**found, identity());
+        let message = err.to_string();
+        assert!(message.contains(&dir.display().to_string()), "{message}");
+        assert!(message.contains("--state-dir"), "{message}");
+    }
+
+    // sled itself may add a snapshot file on any open (its recovery); the
+    // store never writes to a foreign directory.
+    let files_after = listing(&dir);
+    assert!(
+        files_before.iter().all(|f| files_after.contains(f)),
+        "{files_after:?}"
+    );
+    assert_eq!(fs::read(dir.join("conf")).unwrap(), conf_before);
+    assert_eq!(listing(dir.parent().unwrap()), ["state"]);
+    let (store, outcome) = open(&dir);
+    assert_eq!(outcome, OpenOutcome::Reopened);
+    assert_eq!(store.checkpoint(&orders).unwrap(), Some(checkpoint(5, 5)));
+}
+
+#[test]
+fn dir_of_random_files_is_moved_aside_and_rebuilt() {
+    let (_tmp, dir) = state_dir();
+    fs::create_dir(&dir).unwrap();
+    fs::write(dir.join("notes.txt"), "not a sled database").unwrap();
+
+    // The trailing slash must not put the aside copy inside the directory.
+    let (store, outcome) = open(&dir.join(""));
+    let moved_to = assert_rebuilt(&dir, outcome, "header is missing");
+    assert_eq!(
+        fs::read_to_string(moved_to.join("notes.txt")).unwrap(),
+        "not a sled database"
+    );
+    assert!(!dir.join("notes.txt").exists());
+    let orders = SourcePartition::new("orders", 0);
+    store
+        .record_commit(&orders, &checkpoint(1, 1), &[run(0, 0, 1)])
+        .unwrap();
+    drop(store);
+    assert_eq!(open(&dir).1, OpenOutcome::Reopened);
+}
+
+#[test]
+fn garbage_sled_config_is_moved_aside_and_rebuilt() {
+    let (_tmp, dir) = state_dir();
+    drop(open(&dir));
+    fs::write(dir.join("conf"), b"\xff\xfe garbage \x00\x01").unwrap();
+
+    let (store, outcome) = open(&dir);
+    let moved_to = assert_rebuilt(&dir, outcome, "sled cannot open it");
+    assert_eq!(
+        fs::read(moved_to.join("conf")).unwrap(),
+        b"\xff\xfe garbage \x00\x01"
+    );
+    assert_eq!(
+        store.checkpoint(&SourcePartition::new("t", 0)).unwrap(),
+        None
+    );
+}
+
+#[test]
+fn garbage_sled_data_is_moved_aside_and_rebuilt() {
+    let (_tmp, dir) = state_dir();
+    drop(open(&dir));
+    for entry in fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_file() && path.file_name().unwrap() != "conf" {
+            fs::write(&path, vec![0xA5; 4096]).unwrap();
+        }
+    }
+
+    let (_store, outcome) = open(&dir);
+    assert_rebuilt(&dir, outcome, "");
+}
+
+#[test]
+fn plain_file_instead_of_dir_is_moved_aside_and_rebuilt() {
+    let (_tmp, dir) = state_dir();
+    fs::write(&dir, "oops").unwrap();
+    let (_store, outcome) = open(&dir);
+    let moved_to = assert_rebuilt(&dir, outcome, "not a directory");
+    assert!(moved_to.is_file());
+    assert!(dir.is_dir());
+}
+
+#[test]
+fn missing_header_is_rebuilt() {
+    let (_tmp, dir) = state_dir();
+    {
+        let db = sled::open(&dir).unwrap();
+        db.insert(b"something", b"else").unwrap();
+        db.flush().unwrap();
+    }
+    let (_store, outcome) = open(&dir);
+    assert_rebuilt(&dir, outcome, "header is missing");
+}
+
+#[test]
+fn unknown_format_version_is_rebuilt() {
+    let (_tmp, dir) = state_dir();
+    {
+        let db = sled::open(&dir).unwrap();
+        let mut header = Header::current(&identity());
+        header.format_version += 1;
+        db.insert(Header::KEY, codec::encode(&header)).unwrap();
+        db.flush().unwrap();
+    }
+    let (store, outcome) = open(&dir);
+    assert_rebuilt(&dir, outcome, "unknown store format version");
+    drop(store);
+    assert_eq!(open(&dir).1, OpenOutcome::Reopened);
+}
+
+#[test]
+fn undecodable_header_or_checkpoint_is_rebuilt() {
+    let (_tmp, dir) = state_dir();
+    {
+        let db = sled::open(&dir).unwrap();
+        db.insert(Header::KEY, &[1, 0xFF, 0xFF][..]).unwrap();
+        db.flush().unwrap();
+    }
+    let (store, outcome) = open(&dir);
+    assert_rebuilt(&dir, outcome, "header does not decode");
+    drop(store);
+
+    {
+        let db = sled::open(&dir).unwrap();
+        let key = SourcePartition::new("orders", 0).key();
+        db.open_tree(CHECKPOINTS_TREE)
+            .unwrap()
+            .insert(key, &[7][..])
+            .unwrap();
+        db.flush().unwrap();
+    }
+    let (_store, outcome) = open(&dir);
+    assert_rebuilt(&dir, outcome, "checkpoint does not decode");
+}
+
+#[test]
+fn undecodable_run_is_an_actionable_error() {
+    let (_tmp, dir) = state_dir();
+    let (store, _) = open(&dir);
+    let orders = SourcePartition::new("orders", 0);
+    store.runs.insert(orders.run_key(0), &[1][..]).unwrap();
+    let err = store.translate(&orders, 0).unwrap_err();
+    assert!(matches!(err, StateError::Corrupt { .. }), "{err:?}");
+    let message = err.to_string();
+    assert!(message.contains("offset run of orders-0"), "{message}");
+    assert!(message.contains("delete"), "{message}");
+    assert!(message.contains(&dir.display().to_string()), "{message}");
+}
+
+#[test]
+fn aside_names_never_collide() {
+    let (_tmp, dir) = state_dir();
+    let first = aside_path(&dir, 42);
+    assert_eq!(first.file_name().unwrap(), "state.corrupt-42");
+    fs::create_dir(&first).unwrap();
+    let second = aside_path(&dir, 42);
+    assert_eq!(second.file_name().unwrap(), "state.corrupt-42-1");
+    fs::write(&second, "").unwrap();
+    assert_eq!(
+        aside_path(&dir, 42).file_name().unwrap(),
+        "state.corrupt-42-2"
+    );
+}
+
+#[test]
+fn repeated_rebuilds_keep_every_moved_aside_copy() {
+    let (_tmp, dir) = state_dir();
+    let mut moved = Vec::new();
+    for _ in 0..2 {
+        fs::create_dir_all(&dir).unwrap();
+        fs::write(dir.join("junk"), "x").unwrap();
+        // Long enough for sled to parse it (it ignores a conf of <= 8 bytes).
+        fs::write(dir.join("conf"), [0xA5; 64]).unwrap();
+        let (store, outcome) = open(&dir);
+        moved.push(assert_rebuilt(&dir, outcome, ""));
+        drop(store);
+    }
+    assert_ne!(moved[0], moved[1]);
+    assert!(moved.iter().all(|path| path.join("junk").exists()));
+}
+
+#[test]
+fn locked_dir_is_refused_not_moved() {
+    let (_tmp, dir) = state_dir();
+    let (_store, _) = open(&dir);
+    let err = StateStore::open(&dir, &identity()).unwrap_err();
+    assert!(matches!(err, StateError::Locked { .. }), "{err:?}");
+    assert!(err.to_string().contains("--state-dir"), "{err}");
+    assert_eq!(listing(dir.parent().unwrap()), ["state"]);
+}
+
+#[test]
+fn backwards_checkpoint_is_rejected_and_nothing_written() {
+    let (_tmp, dir) = state_dir();
+    let (store, _) = open(&dir);
+    let orders = SourcePartition::new("orders", 2);
+    store
+        .record_commit(&orders, &checkpoint(100, 120), &[run(90, 110, 10)])
+        .unwrap();
+
+    for behind in [checkpoint(99, 130), checkpoint(110, 119)] {
+        let err = store.record_commit(&orders, &behind, &[]).unwrap_err();
+        let StateError::PositionWentBackwards {
+            partition,
+            stored,
+            attempted,
+        } = &err
+        else {
+            panic!("expected PositionWentBackwards, got {err:?}");
+        };
+        assert_eq!(partition, &orders);
+        assert_eq!(*stored, checkpoint(100, 120));
+        assert_eq!(*attempted, behind);
+        assert!(err.to_string().contains("orders-2"), "{err}");
+    }
+    // A rejected commit leaves neither its checkpoint nor its runs behind.
+    let err = store
+        .record_commit(&orders, &checkpoint(50, 200), &[run(200, 150, 1)])
+        .unwrap_err();
+    assert!(matches!(err, StateError::PositionWentBackwards { .. }));
+    assert_eq!(
+        store.checkpoint(&orders).unwrap(),
+        Some(checkpoint(100, 120))
+    );
+    assert_eq!(store.translate(&orders, 150).unwrap(), Translation::Tail);
+
+    // Standing still is allowed (an idle partition re-emitting its position).
+    let idle = Checkpoint {
+        progress_offset: 77,
+        ..checkpoint(100, 120)
+    };
+    store.record_commit(&orders, &idle, &[]).unwrap();
+    assert_eq!(store.checkpoint(&orders).unwrap(), Some(idle));
+}
+
+#[test]
+#[cfg(debug_assertions)]
+#[should_panic(expected = "out of order or overlapping")]
+fn overlapping_runs_trip_a_debug_assertion() {
+    let (_tmp, dir) = state_dir();
+    let (store, _) = open(&dir);
+    let _ = store.record_commit(
+        &SourcePartition::new("orders", 0),
+        &checkpoint(20, 20),
+        &[run(0, 0, 10), run(5, 10, 5)],
+    );
+}
+
+#[test]
+#[cfg(debug_assertions)]
+#[should_panic(expected = "starts before the previous checkpoint")]
+fn runs_before_the_previous_checkpoint_trip_a_debug_assertion() {
+    let (_tmp, dir) = state_dir();
+    let (store, _) = open(&dir);
+    let orders = SourcePartition::new("orders", 0);
+    store
+        .record_commit(&orders, &checkpoint(10, 10), &[run(0, 0, 10)])
+        .unwrap();
+    let _ = store.record_commit(&orders, &checkpoint(20, 21), &[run(5, 11, 5)]);
+}
+
+/// Runs for "orders-0": source 10..15 → target 100..105, a source gap
+/// 15..20, then source 20..23 → target 106..109 (target 105 is the commit
+/// marker of the first transaction).
+fn store_with_two_runs() -> (tempfile::TempDir, StateStore, SourcePartition) {
+    let (tmp, dir) = state_dir();
+    let (store, _) = open(&dir);
+    let orders = SourcePartition::new("orders", 0);
+    store
+        .record_commit(&orders, &checkpoint(15, 106), &[run(10, 100, 5)])
+        .unwrap();
+    store
+        .record_commit(&orders, &checkpoint(25, 110), &[run(20, 106, 3)])
+        .unwrap();
+    (tmp, store, orders)
+}
+
+#[test]
+fn translate_exact_hits() {
+    let (_tmp, store, orders) = store_with_two_runs();
+    for (source, target) in [(10, 100), (12, 102), (14, 104), (20, 106), (22, 108)] {
+        assert_eq!(
+            store.translate(&orders, source).unwrap(),
+            Translation::Exact(target),
+            "source offset {source}"
+        );
+    }
+}
+
+#[test]
+fn translate_gap_resolves_to_next_run_start() {
+    let (_tmp, store, orders) = store_with_two_runs();
+    for source in 15..20 {
+        assert_eq!(
+            store.translate(&orders, source).unwrap(),
+            Translation::Exact(106),
+            "source offset {source}"
+        );
+    }
+}
+
+#[test]
+fn translate_after_last_run_is_tail() {
+    let (_tmp, store, orders) = store_with_two_runs();
+    for source in [23, 24, 25, 1_000, i64::MAX] {
+        assert_eq!(store.translate(&orders, source).unwrap(), Translation::Tail);
+    }
+}
+
+#[test]
+fn translate_before_first_run_or_without_runs_is_unknown() {
+    let (_tmp, store, orders) = store_with_two_runs();
+    for source in [i64::MIN, -1, 0, 9] {
+        assert_eq!(
+            store.translate(&orders, source).unwrap(),
+            Translation::Unknown
+        );
+    }
+    let idle = SourcePartition::new("orders", 1);
+    assert_eq!(store.translate(&idle, 0).unwrap(), Translation::Unknown);
+}
+
+#[test]
+fn partitions_and_prefix_topics_do_not_bleed() {
+    let (_tmp, dir) = state_dir();
+    let (store, _) = open(&dir);
+    // Same source offsets everywhere, distinct target offsets per partition.
+    let parts = [
+        (SourcePartition::new("a", 1), 1_000),
+        (SourcePartition::new("a", 256), 2_000),
+        (SourcePartition::new("a.b", 1), 3_000),
+        (SourcePartition::new("ab", 1), 4_000),
+        (SourcePartition::new("", 1), 5_000),
+    ];
+    for (i, (partition, base)) in parts.iter().enumerate() {
+        // Stagger the runs so a lookup that strayed into a neighbour would
+        // find a different answer.
+        let start = 10 * i as i64;
+        store
+            .record_commit(
+                partition,
+                &checkpoint(start + 5, base + 6),
+                &[run(start, *base, 5)],
+            )
+            .unwrap();
+    }
+    for (i, (partition, base)) in parts.iter().enumerate() {
+        let start = 10 * i as i64;
+        assert_eq!(
+            store.checkpoint(partition).unwrap(),
+            Some(checkpoint(start + 5, base + 6))
+        );
+        assert_eq!(
+            store.translate(partition, start + 2).unwrap(),
+            Translation::Exact(base + 2),
+            "{partition}"
+        );
+        assert_eq!(
+            store.translate(partition, start + 5).unwrap(),
+            Translation::Tail
+        );
+        assert_eq!(
+            store.translate(partition, start - 1).unwrap(),
+            Translation::Unknown
+        );
+    }
+    assert_eq!(
+        store.checkpoint(&SourcePartition::new("a", 2)).unwrap(),
+        None
+    );
+}
+
+#[test]
+fn reset_partition_removes_only_that_partition() {
+    let (_tmp, dir) = state_dir();
+    let (store, _) = open(&dir);
+    let parts = [
+        SourcePartition::new("a", 1),
+        SourcePartition::new("a", 256),
+        SourcePartition::new("a.b", 1),
+    ];
+    for partition in &parts {
+        store
+            .record_commit(partition, &checkpoint(5, 6), &[run(0, 0, 2), run(3, 2, 2)])
+            .unwrap();
+    }
+
+    store.reset_partition(&parts[0]).unwrap();
+    assert_eq!(store.checkpoint(&parts[0]).unwrap(), None);
+    assert_eq!(store.translate(&parts[0], 0).unwrap(), Translation::Unknown);
+    assert_eq!(store.translate(&parts[0], 4).unwrap(), Translation::Unknown);
+    for partition in &parts[1..] {
+        assert_eq!(store.checkpoint(partition).unwrap(), Some(checkpoint(5, 6)));
+        assert_eq!(
+            store.translate(partition, 4).unwrap(),
+            Translation::Exact(3)
+        );
+    }
+
+    // After a reset the partition records from wherever the target says,
+    // even "behind" the forgotten checkpoint.
+    store
+        .record_commit(&parts[0], &checkpoint(3, 4), &[run(1, 1, 2)])
+        .unwrap();
+    assert_eq!(
+        store.translate(&parts[0], 2).unwrap(),
+        Translation::Exact(2)
+    );
+    assert_eq!(store.translate(&parts[0], 0).unwrap(), Translation::Unknown);
+}

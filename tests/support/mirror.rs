@@ -1,0 +1,270 @@
+//! Running the real `eosmirror` binary against the test bed, and judging its
+//! copy independently of eosmirror's own code.
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use super::{Cluster, Isolation, ReadRecord};
+
+/// A running `eosmirror run` process; killed (SIGKILL) and reaped on drop, so
+/// a failing test leaves nothing behind.
+pub struct Mirror {
+    child: Option<Child>,
+    /// Combined stdout/stderr of the process.
+    pub log: PathBuf,
+}
+
+/// Files and dirs one test's mirror runs share (properties, state, logs).
+pub struct MirrorSetup {
+    pub dir: tempfile::TempDir,
+    pub consumer_config: PathBuf,
+    pub producer_config: PathBuf,
+    pub state_dir: PathBuf,
+}
+
+impl MirrorSetup {
+    /// Properties files pointing at `source` and `target` bootstrap addresses.
+    pub fn new(source_bootstrap: &str, target_bootstrap: &str) -> MirrorSetup {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let consumer_config = dir.path().join("consumer.properties");
+        let producer_config = dir.path().join("producer.properties");
+        fs::write(
+            &consumer_config,
+            format!("bootstrap.servers={source_bootstrap}\n"),
+        )
+        .unwrap();
+        fs::write(
+            &producer_config,
+            format!("bootstrap.servers={target_bootstrap}\n"),
+        )
+        .unwrap();
+        let state_dir = dir.path().join("state");
+        MirrorSetup {
+            dir,
+            consumer_config,
+            producer_config,
+            state_dir,
+        }
+    }
+
+    /// Starts `eosmirror run --include <include>` plus `extra` arguments.
+    pub fn start(&self, include: &str, extra: &[&str]) -> Mirror {
+        let n = fs::read_dir(self.dir.path())
+            .map(|d| d.count())
+            .unwrap_or(0);
+        let log = self.dir.path().join(format!("eosmirror-{n}.log"));
+        let log_file = fs::File::create(&log).unwrap();
+        let child = Command::new(env!("CARGO_BIN_EXE_eosmirror"))
+            .arg("run")
+            .arg("--consumer.config")
+            .arg(&self.consumer_config)
+            .arg("--producer.config")
+            .arg(&self.producer_config)
+            .arg("--include")
+            .arg(include)
+            .arg("--state.dir")
+            .arg(&self.state_dir)
+            .args([
+                "--refresh.interval.ms",
+                "1000",
+                "--commit.interval.ms",
+                "100",
+            ])
+            .args(extra)
+            .env("EOSMIRROR_LOG", "info")
+            .stdin(Stdio::null())
+            .stdout(log_file.try_clone().unwrap())
+            .stderr(log_file)
+            .spawn()
+            .expect("start eosmirror");
+        Mirror {
+            child: Some(child),
+            log,
+        }
+    }
+
+    /// Runs eosmirror to completion (for commands expected to exit by
+    /// themselves) and returns its exit code and output.
+    pub fn run_to_exit(&self, include: &str, extra: &[&str], limit: Duration) -> (i32, String) {
+        let mut mirror = self.start(include, extra);
+        let code = mirror.wait_exit(limit);
+        (code, mirror.output())
+    }
+}
+
+impl Mirror {
+    pub fn pid(&self) -> i32 {
+        self.child.as_ref().expect("running").id() as i32
+    }
+
+    pub fn signal(&self, signal: i32) {
+        // SAFETY: kill(2) on our own child's pid.
+        unsafe {
+            libc::kill(self.pid(), signal);
+        }
+    }
+
+    /// SIGKILL: the process dies at whatever instant it is in.
+    pub fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// SIGTERM, then waits for the exit code.
+    pub fn stop(&mut self, limit: Duration) -> i32 {
+        self.signal(libc::SIGTERM);
+        self.wait_exit(limit)
+    }
+
+    /// Waits for the process to exit by itself; panics (after killing it) if
+    /// it does not within `limit`.
+    pub fn wait_exit(&mut self, limit: Duration) -> i32 {
+        let deadline = Instant::now() + limit;
+        let child = self.child.as_mut().expect("running");
+        loop {
+            if let Some(status) = child.try_wait().unwrap() {
+                self.child = None;
+                return status.code().unwrap_or(-1);
+            }
+            if Instant::now() > deadline {
+                self.kill();
+                panic!(
+                    "eosmirror did not exit within {limit:?}; output:\n{}",
+                    self.output()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    pub fn is_running(&mut self) -> bool {
+        match self.child.as_mut() {
+            Some(c) => c.try_wait().unwrap().is_none(),
+            None => false,
+        }
+    }
+
+    pub fn output(&self) -> String {
+        fs::read_to_string(&self.log).unwrap_or_default()
+    }
+}
+
+impl Drop for Mirror {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// Committed records per partition, in offset order.
+pub fn by_partition(records: Vec<ReadRecord>) -> BTreeMap<i32, Vec<ReadRecord>> {
+    let mut map: BTreeMap<i32, Vec<ReadRecord>> = BTreeMap::new();
+    for r in records {
+        map.entry(r.partition).or_default().push(r);
+    }
+    map
+}
+
+/// Why a target is not an exact copy, partition by partition.
+pub fn copy_differences(source: &Cluster, target: &Cluster, topic: &str) -> Vec<String> {
+    let src = by_partition(source.read_all(topic, Isolation::ReadCommitted));
+    let tgt = match target.partition_count(topic) {
+        Some(_) => by_partition(target.read_all(topic, Isolation::ReadCommitted)),
+        None => return vec![format!("{topic}: missing on the target")],
+    };
+    let mut problems = Vec::new();
+    let partitions: std::collections::BTreeSet<i32> =
+        src.keys().chain(tgt.keys()).copied().collect();
+    for p in partitions {
+        let empty = Vec::new();
+        let s = src.get(&p).unwrap_or(&empty);
+        let t = tgt.get(&p).unwrap_or(&empty);
+        if s.len() != t.len() {
+            problems.push(format!(
+                "{topic}-{p}: source has {} committed records, target {}",
+                s.len(),
+                t.len()
+            ));
+        }
+        for (i, (a, b)) in s.iter().zip(t).enumerate() {
+            let same = a.key == b.key
+                && a.value == b.value
+                && a.headers == b.headers
+                && a.timestamp_ms() == b.timestamp_ms()
+                && matches!(b.timestamp, rdkafka::Timestamp::CreateTime(_));
+            if !same {
+                problems.push(format!(
+                    "{topic}-{p}: record #{i} differs (source offset {}, target offset {})",
+                    a.offset, b.offset
+                ));
+                break;
+            }
+        }
+    }
+    problems
+}
+
+/// Panics unless the target holds exactly the source's committed records.
+pub fn assert_exact_copy(source: &Cluster, target: &Cluster, topic: &str) {
+    let problems = copy_differences(source, target, topic);
+    assert!(
+        problems.is_empty(),
+        "not an exact copy:\n{}",
+        problems.join("\n")
+    );
+}
+
+/// Waits until the target holds as many committed records per partition as
+/// the source (does not judge content: `assert_exact_copy` does).
+pub fn wait_for_copy(
+    source: &Cluster,
+    target: &Cluster,
+    topic: &str,
+    limit: Duration,
+    mirror: &mut Mirror,
+) {
+    let deadline = Instant::now() + limit;
+    let want = count_committed(source, topic);
+    loop {
+        if target.partition_count(topic).is_some() && count_committed(target, topic) == want {
+            return;
+        }
+        if !mirror.is_running() {
+            panic!("eosmirror exited early; output:\n{}", mirror.output());
+        }
+        if Instant::now() > deadline {
+            panic!(
+                "copy of {topic} incomplete after {limit:?}: {:?}\neosmirror output tail:\n{}",
+                copy_differences(source, target, topic),
+                tail(&mirror.output(), 40)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    }
+}
+
+/// Committed record count per partition.
+pub fn count_committed(cluster: &Cluster, topic: &str) -> BTreeMap<i32, usize> {
+    by_partition(cluster.read_all(topic, Isolation::ReadCommitted))
+        .into_iter()
+        .map(|(p, rs)| (p, rs.len()))
+        .collect()
+}
+
+pub fn tail(text: &str, lines: usize) -> String {
+    let all: Vec<&str> = text.lines().collect();
+    all[all.len().saturating_sub(lines)..].join("\n")
+}
+
+/// Removes a path if it exists.
+pub fn remove(path: &Path) {
+    if path.is_dir() {
+        fs::remove_dir_all(path).unwrap();
+    } else if path.exists() {
+        fs::remove_file(path).unwrap();
+    }
+}
