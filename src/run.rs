@@ -37,6 +37,10 @@ const SOURCE_OVERRIDES: &[(&str, &str)] = &[
 /// Settings eosmirror always sets on the target producer.
 const TARGET_OVERRIDES: &[(&str, &str)] = &[("enable.idempotence", "true"), ("acks", "all")];
 
+/// Largest produce request the target producer may send unless the
+/// producer file says otherwise.
+const TARGET_MAX_REQUEST_BYTES: usize = 100 << 20;
+
 /// Keys that describe how to reach and authenticate to a cluster; the only
 /// ones given to metadata, admin and position-reading clients.
 fn is_connection_key(key: &str) -> bool {
@@ -138,6 +142,11 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     }
     for (k, v) in TARGET_OVERRIDES {
         target.set(*k, *v);
+    }
+    if target.get("message.max.bytes").is_none() {
+        // librdkafka's default (1 MB) is below what topics commonly allow;
+        // the target broker enforces each topic's real limit.
+        target.set("message.max.bytes", TARGET_MAX_REQUEST_BYTES.to_string());
     }
 
     let identity = ClusterIdentity {

@@ -46,7 +46,7 @@ pub struct SupervisorSettings {
 pub enum RunError {
     #[error(transparent)]
     Topics(#[from] TopicError),
-    #[error("replication stopped: {0}")]
+    #[error("replication stopped")]
     Worker(#[from] WorkerError),
     #[error("{0} worker(s) did not stop within {1:?} after shutdown was requested; their open transactions will be aborted by the next start")]
     ShutdownTimeout(usize, Duration),

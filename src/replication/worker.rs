@@ -622,7 +622,10 @@ impl Session<'_> {
             Timestamp::CreateTime(t) | Timestamp::LogAppendTime(t) => record = record.timestamp(t),
             Timestamp::NotAvailable => {}
         }
-        self.send(record)
+        self.send(record).map_err(|e| BatchError {
+            source_offset: Some(message.offset()),
+            ..e
+        })
     }
 
     fn send(&self, mut record: BaseRecord<'_, [u8], [u8], usize>) -> Result<(), BatchError> {

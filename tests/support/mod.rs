@@ -306,8 +306,17 @@ impl Cluster {
 
     /// Writes records with a plain idempotent producer and waits until all are acknowledged.
     pub fn produce(&self, topic: &str, records: &[TestRecord]) {
+        self.produce_with(topic, records, &[]);
+    }
+
+    /// Like [`Cluster::produce`], with extra producer settings (e.g. a
+    /// compression codec).
+    pub fn produce_with(&self, topic: &str, records: &[TestRecord], settings: &[(&str, &str)]) {
         let mut config = self.client_config();
         config.set("enable.idempotence", "true");
+        for (k, v) in settings {
+            config.set(*k, *v);
+        }
         let producer: ThreadedProducer<DefaultProducerContext> =
             config.create().expect("create producer");
         send_all(&producer, topic, records);
