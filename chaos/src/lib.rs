@@ -7,4 +7,5 @@
 //! a client bootstraps through that port therefore crosses the proxy, and the
 //! test can blackhole, delay, throttle or reset it from Rust code.
 
+pub mod checker;
 pub mod proxy;

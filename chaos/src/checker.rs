@@ -1,0 +1,339 @@
+//! An exactly-once checker that shares no code with eosmirror: it reads a
+//! topic on the source and on the target with `read_committed` and compares
+//! each partition's committed record sequence, record by record.
+//!
+//! A copy is exact when, for every partition, both sequences have the same
+//! length and the same key, value, headers and timestamp at every position.
+//! Memory is bounded: records are streamed and compared pairwise, never
+//! collected.
+
+use std::collections::{BTreeMap, HashSet};
+use std::time::{Duration, Instant};
+
+use rdkafka::config::ClientConfig;
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::error::KafkaError;
+use rdkafka::message::{BorrowedMessage, Headers, Message};
+use rdkafka::{Offset, TopicPartitionList};
+
+/// The first way a partition's copy differs from its source.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Difference {
+    /// The n-th committed records differ (key, value, headers or timestamp).
+    Altered {
+        index: u64,
+        source_offset: i64,
+        target_offset: i64,
+    },
+    /// The target ends early: source records from this index on are missing.
+    Missing { index: u64, source_offset: i64 },
+    /// The target has more records: from this index on they are extra
+    /// (duplicates or foreign writes).
+    Unexpected { index: u64, target_offset: i64 },
+}
+
+/// Comparison of one partition.
+#[derive(Debug, Clone)]
+pub struct PartitionReport {
+    pub partition: i32,
+    pub source_records: u64,
+    pub target_records: u64,
+    /// Bytes of key, value and headers on the source side.
+    pub source_bytes: u64,
+    pub first_difference: Option<Difference>,
+}
+
+/// Why a check could not be completed.
+#[derive(Debug, thiserror::Error)]
+pub enum CheckError {
+    #[error("{cluster}: {source}")]
+    Kafka {
+        cluster: &'static str,
+        #[source]
+        source: KafkaError,
+    },
+    #[error("{cluster} has no topic {topic}")]
+    NoTopic {
+        cluster: &'static str,
+        topic: String,
+    },
+    #[error("{cluster}: reading {topic}-{partition} did not reach its end within {limit:?}")]
+    Timeout {
+        cluster: &'static str,
+        topic: String,
+        partition: i32,
+        limit: Duration,
+    },
+}
+
+fn kafka(cluster: &'static str) -> impl Fn(KafkaError) -> CheckError {
+    move |source| CheckError::Kafka { cluster, source }
+}
+
+/// One side of the comparison.
+#[derive(Debug, Clone)]
+pub struct Side {
+    /// "source" or "target", for messages.
+    pub name: &'static str,
+    pub config: ClientConfig,
+}
+
+impl Side {
+    pub fn new(name: &'static str, bootstrap: &str) -> Side {
+        let mut config = ClientConfig::new();
+        config.set("bootstrap.servers", bootstrap);
+        Side { name, config }
+    }
+
+    fn reader(&self, topic: &str, partition: i32) -> Result<BaseConsumer, CheckError> {
+        let consumer: BaseConsumer = self
+            .config
+            .clone()
+            .set("group.id", "eosmirror-checker")
+            .set("enable.auto.commit", "false")
+            .set("enable.partition.eof", "true")
+            .set("isolation.level", "read_committed")
+            .create()
+            .map_err(kafka(self.name))?;
+        let mut tpl = TopicPartitionList::new();
+        tpl.add_partition_offset(topic, partition, Offset::Beginning)
+            .map_err(kafka(self.name))?;
+        consumer.assign(&tpl).map_err(kafka(self.name))?;
+        Ok(consumer)
+    }
+
+    /// Partition count of `topic`.
+    pub fn partitions(&self, topic: &str) -> Result<i32, CheckError> {
+        let consumer: BaseConsumer = self.config.create().map_err(kafka(self.name))?;
+        let metadata = consumer
+            .fetch_metadata(Some(topic), Duration::from_secs(30))
+            .map_err(kafka(self.name))?;
+        match metadata.topics().first() {
+            Some(t) if t.error().is_none() && !t.partitions().is_empty() => {
+                Ok(t.partitions().len() as i32)
+            }
+            _ => Err(CheckError::NoTopic {
+                cluster: self.name,
+                topic: topic.to_string(),
+            }),
+        }
+    }
+}
+
+/// Reads one partition up to its end (the last stable offset at the time
+/// the reader gets there).
+struct PartitionStream {
+    consumer: BaseConsumer,
+    side: &'static str,
+    topic: String,
+    partition: i32,
+    deadline: Instant,
+    limit: Duration,
+}
+
+impl PartitionStream {
+    fn open(side: &Side, topic: &str, partition: i32, limit: Duration) -> Result<Self, CheckError> {
+        Ok(PartitionStream {
+            consumer: side.reader(topic, partition)?,
+            side: side.name,
+            topic: topic.to_string(),
+            partition,
+            deadline: Instant::now() + limit,
+            limit,
+        })
+    }
+
+    /// The next record, or `None` at the end of the partition.
+    fn next(&self) -> Result<Option<BorrowedMessage<'_>>, CheckError> {
+        loop {
+            if Instant::now() > self.deadline {
+                return Err(CheckError::Timeout {
+                    cluster: self.side,
+                    topic: self.topic.clone(),
+                    partition: self.partition,
+                    limit: self.limit,
+                });
+            }
+            match self.consumer.poll(Duration::from_millis(200)) {
+                None => continue,
+                Some(Err(KafkaError::PartitionEOF(_))) => return Ok(None),
+                Some(Err(e)) => return Err(kafka(self.side)(e)),
+                Some(Ok(m)) => return Ok(Some(m)),
+            }
+        }
+    }
+}
+
+fn same_record(a: &BorrowedMessage<'_>, b: &BorrowedMessage<'_>) -> bool {
+    let headers = |m: &BorrowedMessage<'_>| -> Vec<(String, Option<Vec<u8>>)> {
+        m.headers()
+            .map(|hs| {
+                hs.iter()
+                    .map(|h| (h.key.to_string(), h.value.map(<[u8]>::to_vec)))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    a.key() == b.key()
+        && a.payload() == b.payload()
+        && a.timestamp().to_millis() == b.timestamp().to_millis()
+        && headers(a) == headers(b)
+}
+
+fn size(m: &BorrowedMessage<'_>) -> u64 {
+    (m.key().map_or(0, <[u8]>::len) + m.payload().map_or(0, <[u8]>::len)) as u64
+}
+
+/// Compares one partition of `topic` on both sides.
+pub fn compare_partition(
+    source: &Side,
+    target: &Side,
+    topic: &str,
+    partition: i32,
+    limit: Duration,
+) -> Result<PartitionReport, CheckError> {
+    let src = PartitionStream::open(source, topic, partition, limit)?;
+    let tgt = PartitionStream::open(target, topic, partition, limit)?;
+    let mut report = PartitionReport {
+        partition,
+        source_records: 0,
+        target_records: 0,
+        source_bytes: 0,
+        first_difference: None,
+    };
+    let mut source_done = false;
+    let mut target_done = false;
+    while !(source_done && target_done) {
+        let a = if source_done { None } else { src.next()? };
+        let b = if target_done { None } else { tgt.next()? };
+        source_done |= a.is_none();
+        target_done |= b.is_none();
+        let index = report.source_records.max(report.target_records);
+        if let Some(a) = &a {
+            report.source_records += 1;
+            report.source_bytes += size(a);
+        }
+        if b.is_some() {
+            report.target_records += 1;
+        }
+        if report.first_difference.is_some() {
+            continue;
+        }
+        report.first_difference = match (&a, &b) {
+            (Some(a), Some(b)) if !same_record(a, b) => Some(Difference::Altered {
+                index,
+                source_offset: a.offset(),
+                target_offset: b.offset(),
+            }),
+            (Some(a), None) => Some(Difference::Missing {
+                index,
+                source_offset: a.offset(),
+            }),
+            (None, Some(b)) => Some(Difference::Unexpected {
+                index,
+                target_offset: b.offset(),
+            }),
+            _ => None,
+        };
+    }
+    Ok(report)
+}
+
+/// Compares every partition of `topic`. The target must have at least the
+/// source's partitions; extra target partitions must be empty.
+pub fn compare_topic(
+    source: &Side,
+    target: &Side,
+    topic: &str,
+    limit: Duration,
+) -> Result<Vec<PartitionReport>, CheckError> {
+    let partitions = source.partitions(topic)?.max(target.partitions(topic)?);
+    (0..partitions)
+        .map(|p| compare_partition(source, target, topic, p, limit))
+        .collect()
+}
+
+/// Counts committed records per partition of `topic` on one side.
+pub fn count_committed(
+    side: &Side,
+    topic: &str,
+    limit: Duration,
+) -> Result<BTreeMap<i32, u64>, CheckError> {
+    let mut counts = BTreeMap::new();
+    for p in 0..side.partitions(topic)? {
+        let stream = PartitionStream::open(side, topic, p, limit)?;
+        let mut n = 0;
+        while stream.next()?.is_some() {
+            n += 1;
+        }
+        counts.insert(p, n);
+    }
+    Ok(counts)
+}
+
+/// Tails the target until it holds `expected` committed records per
+/// partition (or more), reading each record once. Returns how long it took.
+pub fn wait_for_counts(
+    target: &Side,
+    topic: &str,
+    expected: &BTreeMap<i32, u64>,
+    limit: Duration,
+) -> Result<Duration, CheckError> {
+    let started = Instant::now();
+    let deadline = started + limit;
+    while target.partitions(topic).is_err() {
+        if Instant::now() > deadline {
+            return Err(CheckError::NoTopic {
+                cluster: target.name,
+                topic: topic.to_string(),
+            });
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let consumer: BaseConsumer = target
+        .config
+        .clone()
+        .set("group.id", "eosmirror-checker")
+        .set("enable.auto.commit", "false")
+        .set("isolation.level", "read_committed")
+        .create()
+        .map_err(kafka(target.name))?;
+    let mut tpl = TopicPartitionList::new();
+    for &p in expected.keys() {
+        tpl.add_partition_offset(topic, p, Offset::Beginning)
+            .map_err(kafka(target.name))?;
+    }
+    consumer.assign(&tpl).map_err(kafka(target.name))?;
+    let mut seen: BTreeMap<i32, u64> = expected.keys().map(|&p| (p, 0)).collect();
+    let mut complete: HashSet<i32> = expected
+        .iter()
+        .filter(|(_, &n)| n == 0)
+        .map(|(&p, _)| p)
+        .collect();
+    while complete.len() < expected.len() {
+        if Instant::now() > deadline {
+            let (&partition, _) = expected
+                .iter()
+                .find(|(p, _)| !complete.contains(p))
+                .expect("an incomplete partition");
+            return Err(CheckError::Timeout {
+                cluster: target.name,
+                topic: topic.to_string(),
+                partition,
+                limit,
+            });
+        }
+        match consumer.poll(Duration::from_millis(200)) {
+            Some(Ok(m)) => {
+                let n = seen.entry(m.partition()).or_default();
+                *n += 1;
+                if *n >= expected.get(&m.partition()).copied().unwrap_or(0) {
+                    complete.insert(m.partition());
+                }
+            }
+            Some(Err(e)) => return Err(kafka(target.name)(e)),
+            None => {}
+        }
+    }
+    Ok(started.elapsed())
+}
