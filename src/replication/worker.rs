@@ -20,6 +20,7 @@
 //! All calls here block: a worker runs on a thread of its own, so the async
 //! runtime (metrics endpoint, signals, supervisor) never stalls.
 
+use std::cell::Cell;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -227,6 +228,7 @@ impl Worker {
             consumer,
             committed,
             last_lag_check: None,
+            last_source_warning: Cell::new(None),
         };
         session.run()
     }
@@ -356,6 +358,7 @@ struct Session<'w> {
     consumer: BaseConsumer,
     committed: Committed,
     last_lag_check: Option<Instant>,
+    last_source_warning: Cell<Option<Instant>>,
 }
 
 impl Session<'_> {
@@ -466,8 +469,17 @@ impl Session<'_> {
                 })
             }
             Some(Err(e)) => {
-                // Transport errors: librdkafka reconnects by itself.
-                tracing::debug!(partition = %self.worker.partition, error = %e, "source consumer event");
+                // librdkafka retries by itself (reconnects, leader changes);
+                // a persistent problem such as a deleted source topic is
+                // still reported, at most every 30 s.
+                let quiet = self
+                    .last_source_warning
+                    .get()
+                    .is_some_and(|t| t.elapsed() < Duration::from_secs(30));
+                if !quiet {
+                    self.last_source_warning.set(Some(Instant::now()));
+                    tracing::warn!(partition = %self.worker.partition, error = %e, "source consumer error; retrying");
+                }
                 Ok(None)
             }
         }
@@ -578,8 +590,11 @@ impl Session<'_> {
             instance: settings.instance,
             committed_at_ms: now_ms(),
         };
-        let position_offset = self.send_progress(&record)?;
+        self.send_progress(&record)?;
         self.commit(timeout)?;
+        let position_offset = self
+            .delivered_position_offset()
+            .unwrap_or(self.committed.position_offset);
 
         // Invariant: the replicated position only moves forward.
         assert!(
@@ -642,9 +657,9 @@ impl Session<'_> {
         }
     }
 
-    /// Writes the progress and position records into the open transaction
-    /// and returns the position record's offset.
-    fn send_progress(&self, record: &ProgressRecord) -> Result<i64, BatchError> {
+    /// Writes the progress and position records into the open transaction.
+    /// They are flushed by the commit.
+    fn send_progress(&self, record: &ProgressRecord) -> Result<(), BatchError> {
         let topics = &self.worker.settings.internal_topics;
         let key = ProgressRecord::key(&record.source);
         let value = record.encode();
@@ -659,27 +674,23 @@ impl Session<'_> {
                     .payload(value.as_slice()),
             )?;
         }
-        self.producer
-            .flush(call_timeout(&self.worker.settings))
-            .map_err(|e| BatchError::from_kafka("flushing progress", &e))?;
-        let mut position_offset = None;
+        Ok(())
+    }
+
+    /// After a successful commit: where the position record landed (the
+    /// next resume's start hint). Its delivery report arrived during the
+    /// commit's flush.
+    fn delivered_position_offset(&self) -> Option<i64> {
+        self.producer.poll(Duration::ZERO);
         let reports = self.producer.context().drain();
-        assert_eq!(
-            reports.len(),
-            2,
-            "progress and position each get one report"
-        );
-        for delivery in reports {
-            let offset = delivery.outcome.map_err(|e| BatchError {
-                disposition: classify(&e),
-                detail: format!("writing the progress record: {e}"),
-                source_offset: None,
-            })?;
-            if delivery.sent == Sent::Position {
-                position_offset = Some(offset);
-            }
-        }
-        Ok(position_offset.expect("position record delivered"))
+        // Every record sent gets exactly one delivery outcome, and a
+        // committed transaction's records were all delivered.
+        debug_assert_eq!(reports.len(), 2, "progress and position reports");
+        debug_assert!(reports.iter().all(|r| r.outcome.is_ok()));
+        reports
+            .into_iter()
+            .find(|r| r.sent == Sent::Position)
+            .and_then(|r| r.outcome.ok())
     }
 
     /// Commits, retrying while librdkafka says the commit may be retried.

@@ -268,3 +268,69 @@ pub fn remove(path: &Path) {
         fs::remove_file(path).unwrap();
     }
 }
+
+impl MirrorSetup {
+    /// Like [`MirrorSetup::start`] but without the test defaults for
+    /// `--refresh.interval.ms` and `--commit.interval.ms` (clap refuses a
+    /// flag given twice), so `extra` can choose every setting.
+    pub fn start_bare(&self, include: &str, extra: &[&str]) -> Mirror {
+        let n = fs::read_dir(self.dir.path())
+            .map(|d| d.count())
+            .unwrap_or(0);
+        let log = self.dir.path().join(format!("eosmirror-{n}.log"));
+        let log_file = fs::File::create(&log).unwrap();
+        let child = Command::new(env!("CARGO_BIN_EXE_eosmirror"))
+            .arg("run")
+            .arg("--consumer.config")
+            .arg(&self.consumer_config)
+            .arg("--producer.config")
+            .arg(&self.producer_config)
+            .arg("--include")
+            .arg(include)
+            .arg("--state.dir")
+            .arg(&self.state_dir)
+            .args(extra)
+            .env("EOSMIRROR_LOG", "info")
+            .stdin(Stdio::null())
+            .stdout(log_file.try_clone().unwrap())
+            .stderr(log_file)
+            .spawn()
+            .expect("start eosmirror");
+        Mirror {
+            child: Some(child),
+            log,
+        }
+    }
+}
+
+impl MirrorSetup {
+    /// Starts `eosmirror run` with this setup's properties files and state
+    /// dir and otherwise exactly `args` (no --include, no intervals), for
+    /// tests of the command line itself.
+    pub fn start_args(&self, args: &[&str]) -> Mirror {
+        let n = fs::read_dir(self.dir.path())
+            .map(|d| d.count())
+            .unwrap_or(0);
+        let log = self.dir.path().join(format!("eosmirror-{n}.log"));
+        let log_file = fs::File::create(&log).unwrap();
+        let child = Command::new(env!("CARGO_BIN_EXE_eosmirror"))
+            .arg("run")
+            .arg("--consumer.config")
+            .arg(&self.consumer_config)
+            .arg("--producer.config")
+            .arg(&self.producer_config)
+            .arg("--state.dir")
+            .arg(&self.state_dir)
+            .args(args)
+            .env("EOSMIRROR_LOG", "info")
+            .stdin(Stdio::null())
+            .stdout(log_file.try_clone().unwrap())
+            .stderr(log_file)
+            .spawn()
+            .expect("start eosmirror");
+        Mirror {
+            child: Some(child),
+            log,
+        }
+    }
+}

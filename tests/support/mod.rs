@@ -262,6 +262,12 @@ impl Cluster {
     pub fn create_topic_with(&self, name: &str, partitions: i32, configs: &[(&str, &str)]) {
         let admin = self.admin();
         let mut topic = NewTopic::new(name, partitions, TopicReplication::Fixed(1));
+        // Test records often carry old timestamps; time-based retention would
+        // delete them within seconds (segments roll on their first record's
+        // timestamp). Tests that want retention set it explicitly.
+        if !configs.iter().any(|(k, _)| *k == "retention.ms") {
+            topic = topic.set("retention.ms", "-1");
+        }
         for (k, v) in configs {
             topic = topic.set(k, v);
         }
@@ -458,4 +464,88 @@ fn block_on<F: std::future::Future>(future: F) -> F::Output {
         .build()
         .expect("build runtime")
         .block_on(future)
+}
+
+/// Admin helpers for edge-case tests: truncating, growing and describing topics.
+impl Cluster {
+    /// DeleteRecords: removes every record of `topic`/`partition` below
+    /// `before_offset`, which becomes the partition's low watermark.
+    pub fn delete_records(&self, topic: &str, partition: i32, before_offset: i64) {
+        let mut offsets = TopicPartitionList::new();
+        offsets
+            .add_partition_offset(topic, partition, Offset::Offset(before_offset))
+            .expect("add partition");
+        let options = AdminOptions::new().operation_timeout(Some(BROKER_TIMEOUT));
+        let result =
+            block_on(self.admin().delete_records(&offsets, &options)).unwrap_or_else(|e| {
+                panic!("{}: delete records of {topic}-{partition}: {e}", self.name)
+            });
+        for element in result.elements() {
+            if let Err(e) = element.error() {
+                panic!(
+                    "{}: delete records of {topic}-{partition} before {before_offset}: {e}",
+                    self.name
+                );
+            }
+        }
+        let (low, _) = self.watermarks(topic, partition);
+        assert_eq!(
+            low, before_offset,
+            "{}: {topic}-{partition} low watermark after DeleteRecords",
+            self.name
+        );
+    }
+
+    /// Low and high watermark of `topic`/`partition`.
+    pub fn watermarks(&self, topic: &str, partition: i32) -> (i64, i64) {
+        let consumer: BaseConsumer = self.client_config().create().expect("create consumer");
+        consumer
+            .fetch_watermarks(topic, partition, BROKER_TIMEOUT)
+            .unwrap_or_else(|e| panic!("{}: watermarks of {topic}-{partition}: {e}", self.name))
+    }
+
+    /// Grows `topic` to `total` partitions; waits until metadata shows them.
+    pub fn add_partitions(&self, topic: &str, total: usize) {
+        let new = rdkafka::admin::NewPartitions::new(topic, total);
+        let options = AdminOptions::new().operation_timeout(Some(BROKER_TIMEOUT));
+        let results = block_on(self.admin().create_partitions([&new], &options))
+            .unwrap_or_else(|e| panic!("{}: add partitions to {topic}: {e}", self.name));
+        for result in results {
+            if let Err((topic, code)) = result {
+                panic!("{}: add partitions to {topic}: {code}", self.name);
+            }
+        }
+        let deadline = Instant::now() + BROKER_TIMEOUT;
+        while self.partition_count(topic) != Some(total as i32) {
+            assert!(
+                Instant::now() < deadline,
+                "{}: {topic} never showed {total} partitions",
+                self.name
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// The settings set on `topic` itself (DescribeConfigs entries whose
+    /// source is the topic), by name.
+    pub fn topic_overrides(&self, topic: &str) -> BTreeMap<String, String> {
+        use rdkafka::admin::{ConfigSource, ResourceSpecifier};
+        let options = AdminOptions::new().request_timeout(Some(BROKER_TIMEOUT));
+        let results = block_on(
+            self.admin()
+                .describe_configs([&ResourceSpecifier::Topic(topic)], &options),
+        )
+        .unwrap_or_else(|e| panic!("{}: describe configs of {topic}: {e}", self.name));
+        let mut overrides = BTreeMap::new();
+        for result in results {
+            let resource = result
+                .unwrap_or_else(|e| panic!("{}: describe configs of {topic}: {e}", self.name));
+            for entry in resource.entries {
+                if entry.source == ConfigSource::DynamicTopic {
+                    overrides.insert(entry.name, entry.value.unwrap_or_default());
+                }
+            }
+        }
+        overrides
+    }
 }
