@@ -187,6 +187,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         },
         transaction_timeout: Duration::from_millis(args.transaction_timeout_ms),
         on_source_gap: args.on_source_gap,
+        allow_nonempty_target: args.target_allow_nonempty,
         instance: instance_id(),
     });
     let supervisor_settings = SupervisorSettings {

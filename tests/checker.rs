@@ -5,7 +5,7 @@ mod support;
 
 use std::time::Duration;
 
-use eosmirror_chaos::checker::{compare_topic, Difference, Side};
+use eosmirror_chaos::checker::{compare_topic, Difference, Side, TopicPair};
 use support::{bed, unique_name, TestRecord, TxnOutcome};
 
 fn records(n: usize) -> Vec<TestRecord> {
@@ -33,7 +33,10 @@ fn compare(source_records: &[TestRecord], target_records: &[TestRecord]) -> Opti
     let reports = compare_topic(
         &Side::new("source", &bed.source.bootstrap),
         &Side::new("target", &bed.target.bootstrap),
-        &topic,
+        &TopicPair {
+            source: topic.clone(),
+            target: topic.clone(),
+        },
         Duration::from_secs(60),
     )
     .expect("compare");
@@ -107,7 +110,10 @@ fn aborted_target_records_are_invisible() {
     let reports = compare_topic(
         &Side::new("source", &bed.source.bootstrap),
         &Side::new("target", &bed.target.bootstrap),
-        &topic,
+        &TopicPair {
+            source: topic.clone(),
+            target: topic.clone(),
+        },
         Duration::from_secs(60),
     )
     .unwrap();

@@ -7,7 +7,6 @@
 //! Memory is bounded: records are streamed and compared pairwise, never
 //! collected.
 
-use std::collections::{BTreeMap, HashSet};
 use std::time::{Duration, Instant};
 
 use rdkafka::config::ClientConfig;
@@ -56,6 +55,14 @@ pub enum CheckError {
     NoTopic {
         cluster: &'static str,
         topic: String,
+    },
+    #[error("{cluster}: {topic} holds {seen} committed records, not {wanted}, after {limit:?}")]
+    TooFew {
+        cluster: &'static str,
+        topic: String,
+        seen: u64,
+        wanted: u64,
+        limit: Duration,
     },
     #[error("{cluster}: reading {topic}-{partition} did not reach its end within {limit:?}")]
     Timeout {
@@ -188,12 +195,12 @@ fn size(m: &BorrowedMessage<'_>) -> u64 {
 pub fn compare_partition(
     source: &Side,
     target: &Side,
-    topic: &str,
+    topics: &TopicPair,
     partition: i32,
     limit: Duration,
 ) -> Result<PartitionReport, CheckError> {
-    let src = PartitionStream::open(source, topic, partition, limit)?;
-    let tgt = PartitionStream::open(target, topic, partition, limit)?;
+    let src = PartitionStream::open(source, &topics.source, partition, limit)?;
+    let tgt = PartitionStream::open(target, &topics.target, partition, limit)?;
     let mut report = PartitionReport {
         partition,
         source_records: 0,
@@ -239,99 +246,79 @@ pub fn compare_partition(
     Ok(report)
 }
 
-/// Compares every partition of `topic`. The target must have at least the
-/// source's partitions; extra target partitions must be empty.
+/// A source topic and the name of its copy on the target (the same name
+/// for eosmirror and MirrorMaker 1; prefixed for MirrorMaker 2's default
+/// replication policy).
+#[derive(Debug, Clone)]
+pub struct TopicPair {
+    pub source: String,
+    pub target: String,
+}
+
+/// Compares every partition of a topic and its copy. The target must have at
+/// least the source's partitions; extra target partitions must be empty.
 pub fn compare_topic(
     source: &Side,
     target: &Side,
-    topic: &str,
+    topics: &TopicPair,
     limit: Duration,
 ) -> Result<Vec<PartitionReport>, CheckError> {
-    let partitions = source.partitions(topic)?.max(target.partitions(topic)?);
+    let partitions = source
+        .partitions(&topics.source)?
+        .max(target.partitions(&topics.target)?);
     (0..partitions)
-        .map(|p| compare_partition(source, target, topic, p, limit))
+        .map(|p| compare_partition(source, target, topics, p, limit))
         .collect()
 }
 
-/// Counts committed records per partition of `topic` on one side.
-pub fn count_committed(
+/// Tails `topic` on one side until it holds at least `records` committed
+/// records in total, reading each record once; returns how long that took
+/// (including waiting for the topic to exist).
+pub fn wait_for_records(
     side: &Side,
     topic: &str,
-    limit: Duration,
-) -> Result<BTreeMap<i32, u64>, CheckError> {
-    let mut counts = BTreeMap::new();
-    for p in 0..side.partitions(topic)? {
-        let stream = PartitionStream::open(side, topic, p, limit)?;
-        let mut n = 0;
-        while stream.next()?.is_some() {
-            n += 1;
-        }
-        counts.insert(p, n);
-    }
-    Ok(counts)
-}
-
-/// Tails the target until it holds `expected` committed records per
-/// partition (or more), reading each record once. Returns how long it took.
-pub fn wait_for_counts(
-    target: &Side,
-    topic: &str,
-    expected: &BTreeMap<i32, u64>,
+    records: u64,
     limit: Duration,
 ) -> Result<Duration, CheckError> {
     let started = Instant::now();
     let deadline = started + limit;
-    while target.partitions(topic).is_err() {
-        if Instant::now() > deadline {
-            return Err(CheckError::NoTopic {
-                cluster: target.name,
-                topic: topic.to_string(),
-            });
+    let partitions = loop {
+        match side.partitions(topic) {
+            Ok(n) => break n,
+            Err(CheckError::NoTopic { .. }) if Instant::now() < deadline => {
+                std::thread::sleep(Duration::from_millis(100))
+            }
+            Err(e) => return Err(e),
         }
-        std::thread::sleep(Duration::from_millis(200));
-    }
-    let consumer: BaseConsumer = target
+    };
+    let consumer: BaseConsumer = side
         .config
         .clone()
         .set("group.id", "eosmirror-checker")
         .set("enable.auto.commit", "false")
         .set("isolation.level", "read_committed")
         .create()
-        .map_err(kafka(target.name))?;
+        .map_err(kafka(side.name))?;
     let mut tpl = TopicPartitionList::new();
-    for &p in expected.keys() {
+    for p in 0..partitions {
         tpl.add_partition_offset(topic, p, Offset::Beginning)
-            .map_err(kafka(target.name))?;
+            .map_err(kafka(side.name))?;
     }
-    consumer.assign(&tpl).map_err(kafka(target.name))?;
-    let mut seen: BTreeMap<i32, u64> = expected.keys().map(|&p| (p, 0)).collect();
-    let mut complete: HashSet<i32> = expected
-        .iter()
-        .filter(|(_, &n)| n == 0)
-        .map(|(&p, _)| p)
-        .collect();
-    while complete.len() < expected.len() {
+    consumer.assign(&tpl).map_err(kafka(side.name))?;
+    let mut seen = 0u64;
+    while seen < records {
         if Instant::now() > deadline {
-            let (&partition, _) = expected
-                .iter()
-                .find(|(p, _)| !complete.contains(p))
-                .expect("an incomplete partition");
-            return Err(CheckError::Timeout {
-                cluster: target.name,
+            return Err(CheckError::TooFew {
+                cluster: side.name,
                 topic: topic.to_string(),
-                partition,
+                seen,
+                wanted: records,
                 limit,
             });
         }
         match consumer.poll(Duration::from_millis(200)) {
-            Some(Ok(m)) => {
-                let n = seen.entry(m.partition()).or_default();
-                *n += 1;
-                if *n >= expected.get(&m.partition()).copied().unwrap_or(0) {
-                    complete.insert(m.partition());
-                }
-            }
-            Some(Err(e)) => return Err(kafka(target.name)(e)),
+            Some(Ok(_)) => seen += 1,
+            Some(Err(e)) => return Err(kafka(side.name)(e)),
             None => {}
         }
     }

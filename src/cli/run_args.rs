@@ -136,6 +136,15 @@ pub struct RunArgs {
     )]
     pub target_add_partitions: bool,
 
+    /// Copy into target partitions that already hold records eosmirror has
+    /// no position for, appending after them (otherwise that is an error,
+    /// because it usually means a changed --source.alias or another tool's copy).
+    #[arg(
+        long = "target.allow.nonempty",
+        env = "EOSMIRROR_TARGET_ALLOW_NONEMPTY"
+    )]
+    pub target_allow_nonempty: bool,
+
     /// Replication factor of topics eosmirror creates on the target; -1 takes
     /// the target broker's default.
     #[arg(long = "target.replication.factor", env = "EOSMIRROR_TARGET_REPLICATION_FACTOR", default_value_t = -1, allow_negative_numbers = true)]

@@ -26,6 +26,11 @@ pub enum WorkerError {
         target_next: String,
         position_topic: String,
     },
+    #[error("{source_partition}: the target partition already holds committed records, but {position_topic} has no position for it: another tool copied into it, or --source.alias changed. Copying now would duplicate them. Use the alias of the earlier run, empty the target topic, or pass --target.allow.nonempty to append after the existing records")]
+    TargetNotEmpty {
+        source_partition: SourcePartition,
+        position_topic: String,
+    },
     #[error("{source_partition}: the target rejected the copy of source offset {source_offset}: {reason}. Fix the target topic's configuration (e.g. max.message.bytes, message.timestamp.*) and restart; the record was not skipped")]
     TargetRejected {
         source_partition: SourcePartition,

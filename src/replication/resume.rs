@@ -151,3 +151,46 @@ fn fetch_position(reader: &BaseConsumer, topic: &str) -> Result<i64, KafkaError>
         })
         .unwrap_or(-1))
 }
+
+/// Whether a target partition already holds committed records. Checked when
+/// the target has no position for a source partition: copying into a
+/// partition with data eosmirror did not record (another tool's copy, or a
+/// changed `--source.alias`) would duplicate it.
+pub fn target_has_committed_records(
+    target: &ClientConfig,
+    topic: &str,
+    partition: i32,
+    wait_limit: Duration,
+) -> Result<bool, ResumeError> {
+    let kafka = |e| ResumeError::Kafka {
+        topic: topic.to_string(),
+        source: e,
+    };
+    let reader: BaseConsumer = target
+        .clone()
+        .set("isolation.level", "read_committed")
+        .set("enable.partition.eof", "true")
+        .set("group.id", "__eosmirror.position-reader")
+        .set("enable.auto.commit", "false")
+        .create()
+        .map_err(kafka)?;
+    let mut assignment = TopicPartitionList::new();
+    assignment
+        .add_partition_offset(topic, partition, Offset::Beginning)
+        .map_err(kafka)?;
+    reader.assign(&assignment).map_err(kafka)?;
+    let deadline = Instant::now() + wait_limit;
+    while Instant::now() < deadline {
+        match reader.poll(Duration::from_millis(100)) {
+            None => {}
+            Some(Ok(_)) => return Ok(true),
+            Some(Err(KafkaError::PartitionEOF(_))) => return Ok(false),
+            Some(Err(e)) => return Err(kafka(e)),
+        }
+    }
+    Err(ResumeError::Timeout {
+        topic: topic.to_string(),
+        high_watermark: -1,
+        waited: wait_limit,
+    })
+}

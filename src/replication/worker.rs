@@ -39,7 +39,7 @@ use super::errors::{classify, classify_code, Disposition};
 use super::failure::WorkerError;
 use super::limits::{BatchLimits, BufferBudget};
 use super::progress::{runs_from_deliveries, InternalTopics, ProgressRecord, PROGRESS_PARTITION};
-use super::resume::{read_resume_position, ResumePosition};
+use super::resume::{read_resume_position, target_has_committed_records, ResumePosition};
 use crate::metrics as m;
 
 /// What to do when source records disappear before they are copied.
@@ -68,6 +68,9 @@ pub struct WorkerSettings {
     pub limits: BatchLimits,
     pub transaction_timeout: Duration,
     pub on_source_gap: GapPolicy,
+    /// Copy into target partitions that hold records eosmirror has no
+    /// position for (appending after them) instead of stopping.
+    pub allow_nonempty_target: bool,
     /// Random id of this process, written into every progress record.
     pub instance: u64,
 }
@@ -204,6 +207,23 @@ impl Worker {
             Ok(w) => w,
             Err(e) => return Ok(SessionEnd::Restart("source_watermarks", e.to_string())),
         };
+        if resume.is_none() && !settings.allow_nonempty_target {
+            match target_has_committed_records(
+                &settings.target_reader,
+                &self.partition.topic,
+                self.partition.partition,
+                timeout,
+            ) {
+                Ok(false) => {}
+                Ok(true) => {
+                    return Err(WorkerError::TargetNotEmpty {
+                        source_partition: self.partition.clone(),
+                        position_topic: settings.internal_topics.position.clone(),
+                    })
+                }
+                Err(e) => return Ok(SessionEnd::Restart("target_check", e.to_string())),
+            }
+        }
         let mut committed = match &resume {
             Some(r) => Committed::from(r),
             None => Committed::fresh(low),
