@@ -401,6 +401,15 @@ impl Session<'_> {
                         .producer
                         .abort_transaction(call_timeout(&self.worker.settings))
                     {
+                        // The abort can be what reveals that we were fenced
+                        // (the batch failed with `Local: Fatal error` or
+                        // purged records): a zombie must not start a new
+                        // session, whose init_transactions would fence the
+                        // instance that took the partition over.
+                        if classify(&e) == Disposition::Fenced {
+                            return self
+                                .fenced(format!("{}; abort_transaction: {e}", failure.detail));
+                        }
                         return Ok(SessionEnd::Restart("abort_failed", e.to_string()));
                     }
                     self.producer.poll(Duration::ZERO);
@@ -672,8 +681,25 @@ impl Session<'_> {
                     self.producer.poll(Duration::from_millis(10));
                     record = back;
                 }
-                Err((e, _)) => return Err(BatchError::from_kafka("sending to the target", &e)),
+                Err((e, _)) => return Err(self.producer_error("sending to the target", &e)),
             }
+        }
+    }
+
+    /// Classifies a failed producer call. A call refused because the
+    /// producer already raised a fatal error (`Local: Fatal error`) is
+    /// classified by that fatal error (e.g. fenced), not as a failed record.
+    fn producer_error(&self, context: &str, e: &KafkaError) -> BatchError {
+        match (e.rdkafka_error_code(), self.producer.client().fatal_error()) {
+            (Some(RDKafkaErrorCode::Fatal), Some((code, reason))) => BatchError {
+                disposition: match classify_code(code) {
+                    Disposition::AbortBatch => Disposition::RestartSession,
+                    other => other,
+                },
+                detail: format!("{context}: {e}: {reason}"),
+                source_offset: None,
+            },
+            _ => BatchError::from_kafka(context, e),
         }
     }
 

@@ -1,0 +1,617 @@
+//! Exactly-once under faults: a zombie instance, network partitions and
+//! connection resets between eosmirror and its clusters.
+//!
+//! Every test keeps a producer writing to the source while the fault
+//! happens, then lets eosmirror catch up and judges the copy with
+//! `assert_exact_copy`, which reads both clusters directly and never uses
+//! eosmirror's own code.
+//!
+//! The network tests put a `FaultProxy` on a broker's proxied listener (the
+//! port the broker advertises there), so every connection eosmirror makes
+//! through that listener crosses the proxy. One proxy can own a port at a
+//! time: those tests take [`PROXY_PORTS`] and, because other test binaries
+//! may use the same ports, retry binding for a while.
+//!
+//! Each test uses its own source alias and transactional-id prefix, so its
+//! internal topics and transactional ids are its own and no other test's
+//! stalled transaction can hold back its position reads.
+
+mod support;
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use eosmirror_chaos::proxy::{Fault, FaultProxy, ProxyError};
+use rdkafka::error::KafkaError;
+use rdkafka::message::{Header, OwnedHeaders};
+use rdkafka::producer::{BaseRecord, DefaultProducerContext, Producer, ThreadedProducer};
+use rdkafka::types::RDKafkaErrorCode;
+use support::mirror::{assert_exact_copy, tail, wait_for_copy, Mirror, MirrorSetup};
+use support::{bed, unique_name, Cluster, Isolation, ProxiedListener, TestBed, TestRecord};
+
+/// Serializes the tests of this file that listen on a proxied port.
+static PROXY_PORTS: Mutex<()> = Mutex::new(());
+
+/// Transaction timeout given to eosmirror: short, so that faults longer than
+/// it fit in a test.
+const TRANSACTION_TIMEOUT_MS: &str = "10000";
+
+/// Generous bound for anything that waits on eosmirror (2 shared cores).
+const PATIENCE: Duration = Duration::from_secs(240);
+
+/// What eosmirror prints when another instance took a partition over
+/// (`WorkerError::Fenced`).
+const TAKEN_OVER: &str = "took this partition over";
+
+/// Writes numbered records round-robin to every partition of a topic from a
+/// thread of its own until stopped.
+struct Workload {
+    stop: Arc<AtomicBool>,
+    sent: Arc<AtomicU64>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Workload {
+    /// About 100 records a second, each with a key, a value, a header and a
+    /// producer timestamp.
+    fn start(cluster: &Cluster, topic: &str, partitions: i32) -> Workload {
+        let stop = Arc::new(AtomicBool::new(false));
+        let sent = Arc::new(AtomicU64::new(0));
+        let producer: ThreadedProducer<DefaultProducerContext> = cluster
+            .client_config()
+            .set("enable.idempotence", "true")
+            .set("linger.ms", "10")
+            .create()
+            .expect("create workload producer");
+        let topic = topic.to_string();
+        let thread = {
+            let (stop, sent) = (stop.clone(), sent.clone());
+            std::thread::spawn(move || {
+                let mut seq: u64 = 0;
+                while !stop.load(Ordering::Relaxed) {
+                    for _ in 0..5 {
+                        let key = format!("k{seq}");
+                        let value = format!("v{seq}-").repeat(1 + (seq % 13) as usize);
+                        let seq_text = seq.to_string();
+                        let headers = OwnedHeaders::new().insert(Header {
+                            key: "seq",
+                            value: Some(seq_text.as_bytes()),
+                        });
+                        let mut record: BaseRecord<'_, str, str> = BaseRecord::to(&topic)
+                            .partition((seq % partitions as u64) as i32)
+                            .key(key.as_str())
+                            .payload(value.as_str())
+                            .headers(headers);
+                        loop {
+                            match producer.send(record) {
+                                Ok(()) => break,
+                                Err((
+                                    KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull),
+                                    back,
+                                )) => {
+                                    std::thread::sleep(Duration::from_millis(10));
+                                    record = back;
+                                }
+                                Err((e, _)) => panic!("workload: produce to {topic}: {e}"),
+                            }
+                        }
+                        seq += 1;
+                        sent.store(seq, Ordering::Relaxed);
+                    }
+                    std::thread::sleep(Duration::from_millis(50));
+                }
+                producer
+                    .flush(Duration::from_secs(60))
+                    .expect("workload: flush");
+            })
+        };
+        Workload {
+            stop,
+            sent,
+            thread: Some(thread),
+        }
+    }
+
+    /// Records handed to the producer so far.
+    fn sent(&self) -> u64 {
+        self.sent.load(Ordering::Relaxed)
+    }
+
+    /// Stops writing and waits until every record is acknowledged.
+    fn finish(mut self) -> u64 {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(thread) = self.thread.take() {
+            if let Err(panic) = thread.join() {
+                std::panic::resume_unwind(panic);
+            }
+        }
+        self.sent()
+    }
+}
+
+impl Drop for Workload {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+/// Committed records of `topic` on `cluster` (0 while the topic is missing).
+fn committed_total(cluster: &Cluster, topic: &str) -> usize {
+    if cluster.partition_count(topic).is_none() {
+        return 0;
+    }
+    cluster.read_all(topic, Isolation::ReadCommitted).len()
+}
+
+/// Waits until the target holds more than `beyond` committed records of
+/// `topic`, failing if `mirror` exits or `limit` passes.
+fn wait_for_target_beyond(
+    target: &Cluster,
+    topic: &str,
+    beyond: usize,
+    mirror: &mut Mirror,
+    limit: Duration,
+) -> usize {
+    let deadline = Instant::now() + limit;
+    loop {
+        let now = committed_total(target, topic);
+        if now > beyond {
+            return now;
+        }
+        assert!(
+            mirror.is_running(),
+            "eosmirror exited early; output:\n{}",
+            mirror.output()
+        );
+        assert!(
+            Instant::now() < deadline,
+            "target copy of {topic} stuck at {now} records (waiting for more than {beyond}) after {limit:?}; eosmirror output tail:\n{}",
+            tail(&mirror.output(), 60)
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+}
+
+/// Sleeps for `duration`, failing at once if `mirror` exits meanwhile.
+fn sleep_while_running(mirror: &mut Mirror, duration: Duration, during: &str) {
+    let until = Instant::now() + duration;
+    while Instant::now() < until {
+        assert!(
+            mirror.is_running(),
+            "eosmirror exited during {during}; output:\n{}",
+            mirror.output()
+        );
+        std::thread::sleep(Duration::from_millis(250));
+    }
+}
+
+/// Lines of eosmirror's output that announce a session restart, for the
+/// test's own log.
+fn restarts(output: &str) -> Vec<&str> {
+    output
+        .lines()
+        .filter(|l| l.contains("restarting worker session"))
+        .collect()
+}
+
+/// Arguments every test passes: its own alias and transactional ids, a short
+/// transaction timeout and a quick topic refresh.
+fn common_args(alias: &str, prefix: &str, commit_interval_ms: &str) -> Vec<String> {
+    [
+        "--source.alias",
+        alias,
+        "--transactional.id.prefix",
+        prefix,
+        "--transaction.timeout.ms",
+        TRANSACTION_TIMEOUT_MS,
+        "--commit.interval.ms",
+        commit_interval_ms,
+        "--refresh.interval.ms",
+        "1000",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect()
+}
+
+fn as_strs(args: &[String]) -> Vec<&str> {
+    args.iter().map(String::as_str).collect()
+}
+
+/// A fault proxy on a broker's proxied listener, with the runtime it runs on
+/// and the lock that makes it the only proxy of this file.
+struct Proxy {
+    proxy: Option<FaultProxy>,
+    runtime: tokio::runtime::Runtime,
+    _ports: MutexGuard<'static, ()>,
+}
+
+impl Proxy {
+    /// Listens on the advertised port of `listener` and forwards to the
+    /// broker. Another test binary may hold the port for a while: retry.
+    fn start(listener: ProxiedListener) -> Proxy {
+        let ports = PROXY_PORTS.lock().unwrap_or_else(PoisonError::into_inner);
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .expect("build proxy runtime");
+        let listen = SocketAddr::from(([127, 0, 0, 1], listener.advertised_port));
+        let upstream = SocketAddr::from(([127, 0, 0, 1], listener.broker_port));
+        let deadline = Instant::now() + Duration::from_secs(600);
+        let proxy = loop {
+            match runtime.block_on(FaultProxy::start(listen, upstream)) {
+                Ok(proxy) => break proxy,
+                Err(ProxyError::Bind { .. }) if Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_secs(1));
+                }
+                Err(e) => panic!("starting the fault proxy {listen} -> {upstream}: {e}"),
+            }
+        };
+        Proxy {
+            proxy: Some(proxy),
+            runtime,
+            _ports: ports,
+        }
+    }
+
+    fn get(&self) -> &FaultProxy {
+        self.proxy.as_ref().expect("proxy running")
+    }
+
+    /// `host:port` clients bootstrap at to go through the proxy.
+    fn bootstrap(&self) -> String {
+        self.get().local_addr().to_string()
+    }
+}
+
+impl Drop for Proxy {
+    /// Frees the port before the lock is released.
+    fn drop(&mut self) {
+        if let Some(proxy) = self.proxy.take() {
+            self.runtime.block_on(proxy.shutdown());
+        }
+    }
+}
+
+/// Two instances with the same transactional-id prefix and alias: B starts
+/// while A is frozen (SIGSTOP) with a transaction open. B's
+/// `init_transactions` fences A and aborts its open transaction; when A
+/// thaws it must notice it was fenced by another instance, stop with the
+/// "took this partition over" error and never make a write visible. B must
+/// carry on undisturbed, and the target ends an exact copy.
+#[test]
+fn zombie_instance_is_fenced_and_writes_nothing() {
+    let bed = bed();
+    let partitions = 4;
+    let topic = bed.source.create_topic("zombie", partitions);
+    let alias = unique_name("zombie");
+    let prefix = unique_name("zombie-txn");
+    // Long transactions: A is most likely frozen with one open.
+    let args = common_args(&alias, &prefix, "2000");
+    let workload = Workload::start(&bed.source, &topic, partitions);
+
+    let setup_a = MirrorSetup::new(&bed.source.bootstrap, &bed.target.bootstrap);
+    let mut a = setup_a.start_bare(&topic, &as_strs(&args));
+    wait_for_target_beyond(&bed.target, &topic, 0, &mut a, PATIENCE);
+
+    // Freeze A, preferably while records of an open transaction are on the
+    // target (read_uncommitted sees more than read_committed).
+    let mut frozen_mid_transaction = false;
+    for _ in 0..20 {
+        a.signal(libc::SIGSTOP);
+        let committed = bed.target.read_all(&topic, Isolation::ReadCommitted).len();
+        let uncommitted = bed
+            .target
+            .read_all(&topic, Isolation::ReadUncommitted)
+            .len();
+        if uncommitted > committed {
+            frozen_mid_transaction = true;
+            eprintln!(
+                "A frozen with {} uncommitted copies",
+                uncommitted - committed
+            );
+            break;
+        }
+        a.signal(libc::SIGCONT);
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    if !frozen_mid_transaction {
+        eprintln!("A frozen, but no open transaction of it was seen on the target");
+    }
+    let at_freeze = committed_total(&bed.target, &topic);
+
+    // B takes over: it must fence A and copy on.
+    let setup_b = MirrorSetup::new(&bed.source.bootstrap, &bed.target.bootstrap);
+    let mut b = setup_b.start_bare(&topic, &as_strs(&args));
+    let grown = wait_for_target_beyond(&bed.target, &topic, at_freeze + 300, &mut b, PATIENCE);
+    eprintln!("target grew from {at_freeze} to {grown} records while A was frozen");
+    // Every partition has been committed by B by now.
+    sleep_while_running(&mut b, Duration::from_secs(3), "B's copying");
+
+    let a_sessions = sessions_started(&a.output());
+    thaw_zombie_and_judge(bed, &topic, &mut a, a_sessions, &mut b, workload);
+}
+
+/// Like [`zombie_instance_is_fenced_and_writes_nothing`], but A is frozen
+/// with no transaction open, idle after copying everything, and thaws to
+/// find a backlog: it begins a new transaction and sends copies before it
+/// learns that it was fenced.
+///
+/// The zombie learns it was fenced from `send` (`Local: Fatal error`) or
+/// from a failed abort. It must then stop, not start a new session: a new
+/// `init_transactions` would fence B, and the two would fence each other
+/// for ever (the copy would stay exact, but the zombie would never stop).
+#[test]
+fn zombie_thawed_between_transactions_is_fenced() {
+    let bed = bed();
+    let partitions = 4;
+    let topic = bed.source.create_topic("zombie-idle", partitions);
+    let alias = unique_name("zombie-idle");
+    let prefix = unique_name("zombie-idle-txn");
+    let args = common_args(&alias, &prefix, "500");
+    bed.source
+        .produce(&topic, &numbered("first", 400, partitions));
+
+    let setup_a = MirrorSetup::new(&bed.source.bootstrap, &bed.target.bootstrap);
+    let mut a = setup_a.start_bare(&topic, &as_strs(&args));
+    wait_for_copy(&bed.source, &bed.target, &topic, PATIENCE, &mut a);
+    // Idle: everything committed, no transaction open.
+    sleep_while_running(&mut a, Duration::from_secs(2), "A's idling");
+    a.signal(libc::SIGSTOP);
+    let a_sessions = sessions_started(&a.output());
+    let committed = bed.target.read_all(&topic, Isolation::ReadCommitted).len();
+    let uncommitted = bed
+        .target
+        .read_all(&topic, Isolation::ReadUncommitted)
+        .len();
+    eprintln!("A frozen idle: {committed} committed, {uncommitted} uncommitted copies");
+
+    // A backlog the zombie will find when it thaws; B copies it meanwhile.
+    bed.source
+        .produce(&topic, &numbered("backlog", 8000, partitions));
+    let setup_b = MirrorSetup::new(&bed.source.bootstrap, &bed.target.bootstrap);
+    let mut b = setup_b.start_bare(&topic, &as_strs(&args));
+    wait_for_copy(&bed.source, &bed.target, &topic, PATIENCE, &mut b);
+    // B keeps committing while A thaws.
+    let workload = Workload::start(&bed.source, &topic, partitions);
+    let now = committed_total(&bed.target, &topic);
+    wait_for_target_beyond(&bed.target, &topic, now + 100, &mut b, PATIENCE);
+    thaw_zombie_and_judge(bed, &topic, &mut a, a_sessions, &mut b, workload);
+}
+
+/// `count` records with a key, a value and a header, round-robin over
+/// `partitions`.
+fn numbered(tag: &str, count: usize, partitions: i32) -> Vec<TestRecord> {
+    (0..count)
+        .map(|i| TestRecord {
+            partition: i as i32 % partitions,
+            key: Some(format!("{tag}-k{i}").into_bytes()),
+            value: Some(format!("{tag}-v{i}-").repeat(1 + i % 7).into_bytes()),
+            headers: vec![("n".into(), Some(i.to_string().into_bytes()))],
+            timestamp: None,
+        })
+        .collect()
+}
+
+/// How many worker sessions an eosmirror output shows started.
+fn sessions_started(output: &str) -> usize {
+    output
+        .lines()
+        .filter(|l| l.contains("worker session started"))
+        .count()
+}
+
+/// Thaws the frozen zombie `a` (which had started `a_sessions` sessions) while
+/// `b`, the instance that fenced it, copies on. A must stop with the
+/// "took this partition over" error without ever starting another session
+/// (a new session's `init_transactions` would fence B in turn); B must not
+/// be disturbed, must finish the copy and stop cleanly; the target must be
+/// an exact copy.
+fn thaw_zombie_and_judge(
+    bed: &TestBed,
+    topic: &str,
+    a: &mut Mirror,
+    a_sessions: usize,
+    b: &mut Mirror,
+    workload: Workload,
+) {
+    let b_sessions = sessions_started(&b.output());
+    a.signal(libc::SIGCONT);
+    let deadline = Instant::now() + Duration::from_secs(180);
+    while a.is_running() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    if a.is_running() {
+        a.kill();
+        let (a_output, b_output) = (a.output(), b.output());
+        panic!(
+            "the thawed zombie still ran after 180 s. Sessions started after the thaw: A {}, B {}; \
+             A restarts: {}, B restarts: {}, B reported a takeover: {}.\nA's last restarts:\n{}\nB's last restarts:\n{}",
+            sessions_started(&a_output) - a_sessions,
+            sessions_started(&b_output) - b_sessions,
+            restarts(&a_output).len(),
+            restarts(&b_output).len(),
+            b_output.contains(TAKEN_OVER),
+            tail(&restarts(&a_output).join("\n"), 6),
+            tail(&restarts(&b_output).join("\n"), 6),
+        );
+    }
+    let a_code = a.wait_exit(Duration::from_secs(10));
+    let a_output = a.output();
+    eprintln!("the zombie's last words:\n{}", tail(&a_output, 12));
+    assert_ne!(a_code, 0, "the zombie exited 0; output:\n{a_output}");
+    assert!(
+        a_output.contains(TAKEN_OVER),
+        "the zombie did not report that another instance took its partitions over; output:\n{a_output}"
+    );
+    assert_eq!(
+        sessions_started(&a_output),
+        a_sessions,
+        "the zombie started new sessions after it was thawed (each fences the rightful owner); its restarts:\n{}",
+        restarts(&a_output).join("\n")
+    );
+
+    // B was not disturbed by the zombie and finishes the copy.
+    sleep_while_running(b, Duration::from_secs(5), "the zombie's end");
+    let sent = workload.finish();
+    eprintln!("workload wrote {sent} records");
+    wait_for_copy(&bed.source, &bed.target, topic, PATIENCE, b);
+    let b_code = b.stop(Duration::from_secs(90));
+    let b_output = b.output();
+    assert_eq!(b_code, 0, "B did not stop cleanly; output:\n{b_output}");
+    assert!(
+        !b_output.contains(TAKEN_OVER),
+        "B believed it was taken over; output:\n{b_output}"
+    );
+    let b_fenced: Vec<&str> = restarts(&b_output)
+        .into_iter()
+        .filter(|l| l.contains("fenced"))
+        .collect();
+    assert!(
+        b_fenced.is_empty(),
+        "the zombie fenced B after it was thawed:\n{}",
+        b_fenced.join("\n")
+    );
+    assert_exact_copy(&bed.source, &bed.target, topic);
+}
+
+/// The target is unreachable (blackholed, connections left open) for longer
+/// than the transaction timeout, so the coordinator aborts eosmirror's open
+/// transactions and bumps their epochs. After the heal eosmirror must carry
+/// on by itself — in particular it must not mistake its own timed-out
+/// transaction for a takeover by another instance — and the target ends an
+/// exact copy.
+#[test]
+fn survives_target_blackhole_longer_than_transaction_timeout() {
+    let bed = bed();
+    let Some(listener) = bed.target.proxied else {
+        eprintln!("skipped: the target has no proxied listener");
+        return;
+    };
+    let proxy = Proxy::start(listener);
+    let partitions = 4;
+    let topic = bed.source.create_topic("target-blackhole", partitions);
+    let alias = unique_name("tblackhole");
+    let prefix = unique_name("tblackhole-txn");
+    let setup = MirrorSetup::new(&bed.source.bootstrap, &proxy.bootstrap());
+    let workload = Workload::start(&bed.source, &topic, partitions);
+    let mut mirror = setup.start_bare(&topic, &as_strs(&common_args(&alias, &prefix, "500")));
+    let before = wait_for_target_beyond(&bed.target, &topic, 200, &mut mirror, PATIENCE);
+
+    proxy.get().set_fault(Fault::BLACKHOLE);
+    eprintln!("target blackholed at {before} copied records");
+    sleep_while_running(&mut mirror, Duration::from_secs(18), "the target blackhole");
+    let during = committed_total(&bed.target, &topic);
+    proxy.get().set_fault(Fault::FORWARD);
+    eprintln!(
+        "target healed; {during} copied records; proxy {:?}",
+        proxy.get().stats()
+    );
+
+    // Recovery needs no manual action.
+    let after = wait_for_target_beyond(&bed.target, &topic, during + 300, &mut mirror, PATIENCE);
+    eprintln!("copying resumed: {after} records");
+    let sent = workload.finish();
+    eprintln!("workload wrote {sent} records");
+    wait_for_copy(&bed.source, &bed.target, &topic, PATIENCE, &mut mirror);
+    assert!(mirror.is_running());
+    let code = mirror.stop(Duration::from_secs(90));
+    let output = mirror.output();
+    assert_eq!(code, 0, "eosmirror did not stop cleanly; output:\n{output}");
+    assert!(
+        !output.contains(TAKEN_OVER),
+        "eosmirror took its own timed-out transaction for a takeover; output:\n{output}"
+    );
+    assert_exact_copy(&bed.source, &bed.target, &topic);
+    eprintln!("restarts: {:#?}", restarts(&output));
+}
+
+/// Every connection to the target is reset (RST) several times while
+/// eosmirror copies: in-flight produce, commit and position reads fail
+/// mid-way. The target ends an exact copy and eosmirror never stops.
+#[test]
+fn survives_target_connection_resets() {
+    let bed = bed();
+    let Some(listener) = bed.target.proxied else {
+        eprintln!("skipped: the target has no proxied listener");
+        return;
+    };
+    let proxy = Proxy::start(listener);
+    let partitions = 4;
+    let topic = bed.source.create_topic("target-resets", partitions);
+    let alias = unique_name("tresets");
+    let prefix = unique_name("tresets-txn");
+    let setup = MirrorSetup::new(&bed.source.bootstrap, &proxy.bootstrap());
+    let workload = Workload::start(&bed.source, &topic, partitions);
+    let mut mirror = setup.start_bare(&topic, &as_strs(&common_args(&alias, &prefix, "300")));
+    let mut copied = wait_for_target_beyond(&bed.target, &topic, 100, &mut mirror, PATIENCE);
+
+    for round in 0..6 {
+        proxy.get().reset_connections();
+        // Vary the instant within the commit cycle.
+        let pause = Duration::from_millis(1500 + 700 * round);
+        sleep_while_running(&mut mirror, pause, "connection resets");
+        eprintln!("reset {round}: {:?}", proxy.get().stats());
+    }
+    copied = wait_for_target_beyond(&bed.target, &topic, copied + 200, &mut mirror, PATIENCE)
+        .max(copied);
+    eprintln!("copying goes on after the resets: {copied} records");
+    let sent = workload.finish();
+    eprintln!("workload wrote {sent} records");
+    wait_for_copy(&bed.source, &bed.target, &topic, PATIENCE, &mut mirror);
+    let code = mirror.stop(Duration::from_secs(90));
+    let output = mirror.output();
+    assert_eq!(code, 0, "eosmirror did not stop cleanly; output:\n{output}");
+    assert!(!output.contains(TAKEN_OVER), "output:\n{output}");
+    assert_exact_copy(&bed.source, &bed.target, &topic);
+    eprintln!("restarts: {:#?}", restarts(&output));
+}
+
+/// The source is unreachable for a while (blackholed) while the workload
+/// keeps writing to it directly: consumption stalls, nothing wrong is
+/// written, and after the heal the copy catches up to an exact copy.
+#[test]
+fn survives_source_blackhole() {
+    let bed = bed();
+    let Some(listener) = bed.source.proxied else {
+        eprintln!("skipped: the source has no proxied listener");
+        return;
+    };
+    let proxy = Proxy::start(listener);
+    let partitions = 4;
+    let topic = bed.source.create_topic("source-blackhole", partitions);
+    let alias = unique_name("sblackhole");
+    let prefix = unique_name("sblackhole-txn");
+    let setup = MirrorSetup::new(&proxy.bootstrap(), &bed.target.bootstrap);
+    let workload = Workload::start(&bed.source, &topic, partitions);
+    let mut mirror = setup.start_bare(&topic, &as_strs(&common_args(&alias, &prefix, "500")));
+    let before = wait_for_target_beyond(&bed.target, &topic, 200, &mut mirror, PATIENCE);
+
+    proxy.get().set_fault(Fault::BLACKHOLE);
+    eprintln!("source blackholed at {before} copied records");
+    sleep_while_running(&mut mirror, Duration::from_secs(15), "the source blackhole");
+    let during = committed_total(&bed.target, &topic);
+    proxy.get().set_fault(Fault::FORWARD);
+    eprintln!(
+        "source healed; {during} copied records; proxy {:?}",
+        proxy.get().stats()
+    );
+
+    let after = wait_for_target_beyond(&bed.target, &topic, during + 300, &mut mirror, PATIENCE);
+    eprintln!("copying resumed: {after} records");
+    let sent = workload.finish();
+    eprintln!("workload wrote {sent} records");
+    wait_for_copy(&bed.source, &bed.target, &topic, PATIENCE, &mut mirror);
+    let code = mirror.stop(Duration::from_secs(90));
+    let output = mirror.output();
+    assert_eq!(code, 0, "eosmirror did not stop cleanly; output:\n{output}");
+    assert_exact_copy(&bed.source, &bed.target, &topic);
+    eprintln!("restarts: {:#?}", restarts(&output));
+}
