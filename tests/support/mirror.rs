@@ -23,6 +23,10 @@ pub struct MirrorSetup {
     pub consumer_config: PathBuf,
     pub producer_config: PathBuf,
     pub state_dir: PathBuf,
+    /// Source alias of this setup's runs: its own internal topics, so an
+    /// instance another test froze never holds back this test's position
+    /// reads.
+    pub alias: String,
 }
 
 impl MirrorSetup {
@@ -47,6 +51,7 @@ impl MirrorSetup {
             consumer_config,
             producer_config,
             state_dir,
+            alias: super::unique_name("alias"),
         }
     }
 
@@ -75,6 +80,8 @@ impl MirrorSetup {
             ])
             .args(extra)
             .env("EOSMIRROR_LOG", "info")
+            // Flags given in `extra` override it.
+            .env("EOSMIRROR_SOURCE_ALIAS", &self.alias)
             .stdin(Stdio::null())
             .stdout(log_file.try_clone().unwrap())
             .stderr(log_file)
@@ -291,6 +298,8 @@ impl MirrorSetup {
             .arg(&self.state_dir)
             .args(extra)
             .env("EOSMIRROR_LOG", "info")
+            // Flags given in `extra` override it.
+            .env("EOSMIRROR_SOURCE_ALIAS", &self.alias)
             .stdin(Stdio::null())
             .stdout(log_file.try_clone().unwrap())
             .stderr(log_file)
@@ -323,6 +332,8 @@ impl MirrorSetup {
             .arg(&self.state_dir)
             .args(args)
             .env("EOSMIRROR_LOG", "info")
+            // Flags given in `extra` override it.
+            .env("EOSMIRROR_SOURCE_ALIAS", &self.alias)
             .stdin(Stdio::null())
             .stdout(log_file.try_clone().unwrap())
             .stderr(log_file)
