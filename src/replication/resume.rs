@@ -108,7 +108,7 @@ pub fn read_resume_position(
     loop {
         // Done once the reader's position passed the high watermark taken
         // above: every record below it was committed or aborted by then.
-        if fetch_position(&reader, position_topic).map_err(kafka)? >= high {
+        if fetch_position(&reader, position_topic, PROGRESS_PARTITION).map_err(kafka)? >= high {
             return Ok(latest);
         }
         if Instant::now() >= deadline {
@@ -141,10 +141,10 @@ pub fn read_resume_position(
 /// The reader's position in the topic: the next offset it will fetch. It
 /// moves past transaction markers and aborted records too, which the
 /// messages it returns never show.
-fn fetch_position(reader: &BaseConsumer, topic: &str) -> Result<i64, KafkaError> {
+fn fetch_position(reader: &BaseConsumer, topic: &str, partition: i32) -> Result<i64, KafkaError> {
     let position = reader.position()?;
     Ok(position
-        .find_partition(topic, PROGRESS_PARTITION)
+        .find_partition(topic, partition)
         .and_then(|p| match p.offset() {
             Offset::Offset(o) => Some(o),
             _ => None,
@@ -168,29 +168,43 @@ pub fn target_has_committed_records(
     };
     let reader: BaseConsumer = target
         .clone()
+        .set("isolation.level", "read_uncommitted")
+        .create()
+        .map_err(kafka)?;
+    let (low, high) = reader
+        .fetch_watermarks(topic, partition, wait_limit)
+        .map_err(kafka)?;
+    drop(reader);
+    if high <= low {
+        return Ok(false);
+    }
+    let reader: BaseConsumer = target
+        .clone()
         .set("isolation.level", "read_committed")
-        .set("enable.partition.eof", "true")
         .set("group.id", "__eosmirror.position-reader")
         .set("enable.auto.commit", "false")
         .create()
         .map_err(kafka)?;
     let mut assignment = TopicPartitionList::new();
     assignment
-        .add_partition_offset(topic, partition, Offset::Beginning)
+        .add_partition_offset(topic, partition, Offset::Offset(low))
         .map_err(kafka)?;
     reader.assign(&assignment).map_err(kafka)?;
     let deadline = Instant::now() + wait_limit;
     while Instant::now() < deadline {
+        // Past the high watermark without a record: everything was aborted.
+        if fetch_position(&reader, topic, partition).map_err(kafka)? >= high {
+            return Ok(false);
+        }
         match reader.poll(Duration::from_millis(100)) {
             None => {}
             Some(Ok(_)) => return Ok(true),
-            Some(Err(KafkaError::PartitionEOF(_))) => return Ok(false),
             Some(Err(e)) => return Err(kafka(e)),
         }
     }
     Err(ResumeError::Timeout {
         topic: topic.to_string(),
-        high_watermark: -1,
+        high_watermark: high,
         waited: wait_limit,
     })
 }

@@ -18,7 +18,7 @@ pub enum StateError {
     /// configuration mistake, so the store refuses and leaves it untouched.
     #[error(
         "state dir {dir} belongs to other clusters: it was created for {found}, \
-         but this instance replicates {expected}. Point --state-dir at another \
+         but this instance replicates {expected}. Point --state.dir at another \
          directory, or delete {dir} if the clusters really changed (it is only a cache)"
     )]
     ForeignStateDir {
@@ -35,8 +35,8 @@ pub enum StateError {
     /// directory aside would pull it out from under a running instance, so
     /// this is reported instead of treated as corruption.
     #[error(
-        "state dir {dir} is locked by another process ({source}). Stop the other \
-         eosmirror instance, or give each instance its own --state-dir"
+        "state dir {dir} is locked by another process. Stop the other \
+         eosmirror instance, or give each instance its own --state.dir"
     )]
     Locked {
         /// The locked state directory.
@@ -49,7 +49,7 @@ pub enum StateError {
     /// directory we may list, ...). Not corruption: nothing is moved.
     #[error(
         "cannot access state dir {dir}: {source}. Check that the eosmirror user \
-         may read and write it, or point --state-dir elsewhere"
+         may read and write it, or point --state.dir elsewhere"
     )]
     Inaccessible {
         /// The state directory that could not be accessed.
@@ -63,7 +63,7 @@ pub enum StateError {
     #[error(
         "state dir {dir} is corrupt ({reason}) but could not be moved aside to \
          {to}: {source}. Move or delete {dir} yourself (it is only a cache); if it \
-         is a mount point, point --state-dir at a subdirectory of it"
+         is a mount point, point --state.dir at a subdirectory of it"
     )]
     MoveAsideFailed {
         /// The corrupt state directory.

@@ -135,7 +135,7 @@ fn foreign_identity_is_refused_and_left_untouched() {
         assert_eq!(**found, identity());
         let message = err.to_string();
         assert!(message.contains(&dir.display().to_string()), "{message}");
-        assert!(message.contains("--state-dir"), "{message}");
+        assert!(message.contains("--state.dir"), "{message}");
     }
 
     // sled itself may add a snapshot file on any open (its recovery); the
@@ -322,7 +322,7 @@ fn locked_dir_is_refused_not_moved() {
     let (_store, _) = open(&dir);
     let err = StateStore::open(&dir, &identity()).unwrap_err();
     assert!(matches!(err, StateError::Locked { .. }), "{err:?}");
-    assert!(err.to_string().contains("--state-dir"), "{err}");
+    assert!(err.to_string().contains("--state.dir"), "{err}");
     assert_eq!(listing(dir.parent().unwrap()), ["state"]);
 }
 
