@@ -92,7 +92,7 @@ fn cluster_id(config: &ClientConfig, cluster: &str, file: &Path) -> anyhow::Resu
     let bootstrap = config.get("bootstrap.servers").unwrap_or_default();
     consumer
         .fetch_metadata(None, CONNECT_TIMEOUT)
-        .with_context(|| format!("cannot reach the {cluster} cluster at {bootstrap} (bootstrap.servers in {}) within {CONNECT_TIMEOUT:?}; check the address, the network and security settings", file.display()))?;
+        .map_err(|e| anyhow::anyhow!("cannot reach the {cluster} cluster at {bootstrap} (bootstrap.servers in {}) within {CONNECT_TIMEOUT:?}: {e}; check the address, the network and security settings", file.display()))?;
     consumer
         .client()
         .fetch_cluster_id(CONNECT_TIMEOUT)

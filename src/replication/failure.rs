@@ -7,7 +7,7 @@ use eosmirror_state::SourcePartition;
 /// Why a worker stopped for good (the process then exits non-zero).
 #[derive(Debug, thiserror::Error)]
 pub enum WorkerError {
-    #[error("{source_partition}: source records at offsets {first}..{end_exclusive} were deleted (retention or DeleteRecords) before they were copied; nothing was skipped. To accept the loss and continue from offset {end_exclusive}, restart with --on-source-gap=skip (the gap is then logged and counted in eosmirror_source_gap_offsets_total)")]
+    #[error("{source_partition}: source records at offsets {first}..{end_exclusive} were deleted (retention or DeleteRecords) before they were copied; nothing was skipped. To accept the loss and continue from offset {end_exclusive}, restart with --on.source.gap=skip (the gap is then logged and counted in eosmirror_source_gap_offsets_total)")]
     SourceGap {
         source_partition: SourcePartition,
         first: i64,
@@ -42,7 +42,7 @@ pub enum WorkerError {
         source_partition: SourcePartition,
         source_offset: i64,
     },
-    #[error("{source_partition}: another eosmirror instance (same --transactional-id-prefix) took this partition over; this instance stopped writing it")]
+    #[error("{source_partition}: another eosmirror instance (same --transactional.id.prefix) took this partition over; this instance stopped writing it")]
     Fenced { source_partition: SourcePartition },
     #[error("{source_partition}: {message}")]
     Fatal {

@@ -297,7 +297,7 @@ impl Worker {
                 end_exclusive,
             }),
             GapPolicy::Skip => {
-                tracing::error!(partition = %self.partition, first, end_exclusive, "source records deleted before they were copied; skipping them as --on-source-gap=skip allows");
+                tracing::error!(partition = %self.partition, first, end_exclusive, "source records deleted before they were copied; skipping them as --on.source.gap=skip allows");
                 m::source_gap_skipped(&self.partition, (end_exclusive - first) as u64);
                 Ok(())
             }
@@ -490,7 +490,13 @@ impl Session<'_> {
         match self.consumer.poll(wait) {
             None => Ok(None),
             Some(Ok(message)) => Ok(Some(message)),
-            Some(Err(KafkaError::MessageConsumption(RDKafkaErrorCode::OffsetOutOfRange))) => {
+            // With auto.offset.reset=error, librdkafka reports a fetch below
+            // the log start as AutoOffsetReset (not OffsetOutOfRange) and
+            // stops fetching the partition: only a new session (which
+            // compares the position with the low watermark) can go on.
+            Some(Err(KafkaError::MessageConsumption(
+                RDKafkaErrorCode::OffsetOutOfRange | RDKafkaErrorCode::AutoOffsetReset,
+            ))) => {
                 Err(BatchError {
                     disposition: Disposition::RestartSession,
                     detail: "source offset out of range (records deleted at the source?); re-checking the source range".into(),
@@ -537,7 +543,7 @@ impl Session<'_> {
         }
         // Offsets the consumer skips past the committed position are
         // transaction markers, aborted or compacted-away records. Deleted
-        // ones surface as OffsetOutOfRange instead (see `next_record`).
+        // ones surface as AutoOffsetReset instead (see `next_record`).
         self.producer
             .begin_transaction()
             .map_err(|e| BatchError::from_kafka("begin_transaction", &e))?;

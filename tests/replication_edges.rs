@@ -1,0 +1,551 @@
+//! `eosmirror run` at the edges of the data path: source records deleted
+//! before (or while not) being copied, topics and partitions that appear
+//! while it runs, topic selection, and topic settings carried to the target.
+
+mod support;
+
+use std::collections::BTreeMap;
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::time::{Duration, Instant};
+
+use support::mirror::{
+    assert_exact_copy, by_partition, count_committed, tail, wait_for_copy, Mirror, MirrorSetup,
+};
+use support::{bed, unique_name, Cluster, Isolation, ReadRecord, TestRecord};
+
+/// How long a copy may take on a busy machine.
+const COPY_LIMIT: Duration = Duration::from_secs(180);
+/// How long eosmirror may take to stop or to exit by itself.
+const EXIT_LIMIT: Duration = Duration::from_secs(120);
+
+/// `count` keyed records for `partition`, tagged so that every batch differs.
+/// Timestamps are explicit but recent: the brokers check retention every 10 s
+/// and would delete records stamped older than a topic's retention.ms.
+fn records(tag: &str, partition: i32, count: usize) -> Vec<TestRecord> {
+    let base = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64
+        - 60_000;
+    (0..count)
+        .map(|i| TestRecord {
+            partition,
+            key: Some(format!("{tag}-p{partition}-k{i}").into_bytes()),
+            value: Some(
+                format!("{tag}-p{partition}-v{i}")
+                    .repeat(1 + i % 7)
+                    .into_bytes(),
+            ),
+            headers: vec![("i".into(), Some(i.to_string().into_bytes()))],
+            timestamp: Some(base + (i as i64 * 7919) % 10_000),
+        })
+        .collect()
+}
+
+/// Whether `copy` carries what `original` does, judged as
+/// `support::mirror::copy_differences` judges it.
+fn same_record(original: &ReadRecord, copy: &ReadRecord) -> bool {
+    original.key == copy.key
+        && original.value == copy.value
+        && original.headers == copy.headers
+        && original.timestamp_ms() == copy.timestamp_ms()
+        && matches!(copy.timestamp, rdkafka::Timestamp::CreateTime(_))
+}
+
+/// Panics unless `actual` holds exactly the records of `expected`, in order.
+fn assert_same_records(what: &str, expected: &[ReadRecord], actual: &[ReadRecord]) {
+    assert_eq!(
+        expected.len(),
+        actual.len(),
+        "{what}: expected {} records, found {}",
+        expected.len(),
+        actual.len()
+    );
+    for (i, (e, a)) in expected.iter().zip(actual).enumerate() {
+        assert!(
+            same_record(e, a),
+            "{what}: record #{i} differs: expected source offset {} ({:?}), found target offset {} ({:?})",
+            e.offset,
+            e.value.as_deref().map(String::from_utf8_lossy),
+            a.offset,
+            a.value.as_deref().map(String::from_utf8_lossy),
+        );
+    }
+}
+
+/// Committed records of one partition of `topic`.
+fn partition_records(cluster: &Cluster, topic: &str, partition: i32) -> Vec<ReadRecord> {
+    by_partition(cluster.read_all(topic, Isolation::ReadCommitted))
+        .remove(&partition)
+        .unwrap_or_default()
+}
+
+/// Waits until the target holds `want` committed records per partition of
+/// `topic` (for copies that are deliberately not equal to the source).
+fn wait_for_counts(
+    target: &Cluster,
+    topic: &str,
+    want: &BTreeMap<i32, usize>,
+    mirror: &mut Mirror,
+) {
+    let deadline = Instant::now() + COPY_LIMIT;
+    loop {
+        let have = match target.partition_count(topic) {
+            Some(_) => count_committed(target, topic),
+            None => BTreeMap::new(),
+        };
+        if &have == want {
+            return;
+        }
+        assert!(
+            mirror.is_running(),
+            "eosmirror exited early; output:\n{}",
+            mirror.output()
+        );
+        assert!(
+            Instant::now() < deadline,
+            "{topic}: target holds {have:?} records per partition, want {want:?} (after {COPY_LIMIT:?})\neosmirror output tail:\n{}",
+            tail(&mirror.output(), 40)
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+}
+
+/// A loopback address nothing listens on right now.
+fn free_local_address() -> String {
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind a free port");
+    listener.local_addr().unwrap().to_string()
+}
+
+/// The body of `http://address/metrics`, retrying while the endpoint starts.
+fn scrape_metrics(address: &str) -> String {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let attempt = (|| -> std::io::Result<String> {
+            let mut stream = TcpStream::connect(address)?;
+            stream.set_read_timeout(Some(Duration::from_secs(10)))?;
+            write!(
+                stream,
+                "GET /metrics HTTP/1.1\r\nHost: {address}\r\nConnection: close\r\n\r\n"
+            )?;
+            let mut response = String::new();
+            stream.read_to_string(&mut response)?;
+            Ok(response)
+        })();
+        match attempt {
+            Ok(response) if response.starts_with("HTTP/1.1 200") => return response,
+            other => assert!(
+                Instant::now() < deadline,
+                "metrics endpoint {address} did not answer: {other:?}"
+            ),
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// The value of the Prometheus sample `name` whose labels include all of `labels`.
+fn metric_value(metrics: &str, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
+    metrics
+        .lines()
+        .filter(|line| line.starts_with(&format!("{name}{{")))
+        .filter(|line| {
+            labels
+                .iter()
+                .all(|(k, v)| line.contains(&format!("{k}=\"{v}\"")))
+        })
+        .find_map(|line| line.rsplit(' ').next()?.parse().ok())
+}
+
+/// Records deleted at the source before eosmirror ever ran are not a gap (a
+/// fresh copy starts at the low watermark). Records deleted after part of the
+/// partition was copied but before the rest was are: eosmirror stops and
+/// names the lost range, copies nothing past it, and with
+/// `--on.source.gap skip` continues after the gap, exactly once, logging and
+/// counting what it skipped.
+#[test]
+fn source_truncation_is_a_named_gap_unless_skipped() {
+    let bed = bed();
+    let topic = bed.source.create_topic("edges-gap", 2);
+    bed.source.produce(&topic, &records("first", 0, 100));
+    bed.source.produce(&topic, &records("first", 1, 20));
+    // Before eosmirror ever ran: offsets 0..30 of partition 0 disappear.
+    bed.source.delete_records(&topic, 0, 30);
+
+    let setup = MirrorSetup::new(&bed.source.bootstrap, &bed.target.bootstrap);
+    let mut mirror = setup.start(&topic, &[]);
+    wait_for_copy(&bed.source, &bed.target, &topic, COPY_LIMIT, &mut mirror);
+    assert_eq!(mirror.stop(EXIT_LIMIT), 0, "{}", mirror.output());
+    let first_output = mirror.output();
+    assert!(
+        !first_output.contains("were deleted") && !first_output.contains("skipping"),
+        "a fresh start at the low watermark is not a gap:\n{first_output}"
+    );
+    assert_exact_copy(&bed.source, &bed.target, &topic);
+    assert_eq!(
+        partition_records(&bed.target, &topic, 0).len(),
+        70,
+        "the 70 records left after DeleteRecords"
+    );
+    let first_copy_p0 = partition_records(&bed.target, &topic, 0);
+
+    // While eosmirror is stopped (it copied up to source offset 100): 50 new
+    // records at offsets 100..150, of which 100..120 are deleted uncopied.
+    bed.source.produce(&topic, &records("second", 0, 50));
+    bed.source.produce(&topic, &records("second", 1, 10));
+    let before_gap = by_partition(bed.source.read_all(&topic, Isolation::ReadCommitted));
+    assert_eq!(bed.source.watermarks(&topic, 0), (30, 150));
+    bed.source.delete_records(&topic, 0, 120);
+
+    let (code, output) = setup.run_to_exit(&topic, &[], EXIT_LIMIT);
+    assert_ne!(code, 0, "a source gap must stop eosmirror:\n{output}");
+    let gap = format!("{topic}-0: source records at offsets 100..120 were deleted");
+    assert!(
+        output.contains(&gap),
+        "the error must name topic, partition and lost offsets ({gap:?}):\n{output}"
+    );
+    assert!(
+        output.contains("eosmirror: error:"),
+        "the gap is the run's error:\n{output}"
+    );
+    // Nothing was skipped: partition 0 of the target is as the first run left it.
+    assert_same_records(
+        "target partition 0 after the refused gap",
+        &first_copy_p0,
+        &partition_records(&bed.target, &topic, 0),
+    );
+
+    // Opting in: the copy continues after the gap.
+    let metrics_address = free_local_address();
+    let mut mirror = setup.start(
+        &topic,
+        &[
+            "--on.source.gap",
+            "skip",
+            "--metrics.address",
+            &metrics_address,
+        ],
+    );
+    let want = BTreeMap::from([(0, 70 + 30), (1, 30)]);
+    wait_for_counts(&bed.target, &topic, &want, &mut mirror);
+    let metrics = scrape_metrics(&metrics_address);
+    assert_eq!(
+        metric_value(
+            &metrics,
+            "eosmirror_source_gap_offsets_total",
+            &[("topic", &topic), ("partition", "0")]
+        ),
+        Some(20.0),
+        "the skipped offsets are counted:\n{metrics}"
+    );
+    assert_eq!(mirror.stop(EXIT_LIMIT), 0, "{}", mirror.output());
+    let skip_output = mirror.output();
+    assert!(
+        skip_output.lines().any(|line| line.contains("skipping")
+            && line.contains(&format!("partition={topic}-0"))
+            && line.contains("first=100")
+            && line.contains("end_exclusive=120")),
+        "the skip is logged with the partition and the lost offsets:\n{skip_output}"
+    );
+
+    // Partition 0 of the target: the first copy, then the source records
+    // after the gap; partition 1 is a plain exact copy.
+    let expected_p0: Vec<ReadRecord> = before_gap[&0]
+        .iter()
+        .filter(|r| r.offset < 100 || r.offset >= 120)
+        .cloned()
+        .collect();
+    let target_p0 = partition_records(&bed.target, &topic, 0);
+    assert_same_records(
+        "target partition 0 after the skip",
+        &expected_p0,
+        &target_p0,
+    );
+    assert_same_records(
+        "target partition 0 tail = source partition 0 now",
+        &partition_records(&bed.source, &topic, 0),
+        &target_p0[70..],
+    );
+    assert_same_records(
+        "target partition 1",
+        &partition_records(&bed.source, &topic, 1),
+        &partition_records(&bed.target, &topic, 1),
+    );
+
+    // The skipped position was committed: a default (fail) run finds no gap
+    // and copies what follows exactly once.
+    bed.source.produce(&topic, &records("third", 0, 5));
+    let mut mirror = setup.start(&topic, &[]);
+    let want = BTreeMap::from([(0, 70 + 30 + 5), (1, 30)]);
+    wait_for_counts(&bed.target, &topic, &want, &mut mirror);
+    assert_eq!(mirror.stop(EXIT_LIMIT), 0, "{}", mirror.output());
+    assert_same_records(
+        "target partition 0 tail after the last run",
+        &partition_records(&bed.source, &topic, 0),
+        &partition_records(&bed.target, &topic, 0)[70..],
+    );
+}
+
+/// Records deleted at the source while eosmirror runs, before it copied
+/// them (retention catching up with a slow or paused mirror): the same named
+/// gap as at start-up, not a silent stall.
+#[test]
+fn source_truncation_while_running_is_a_named_gap() {
+    let bed = bed();
+    let topic = bed.source.create_topic("edges-gap-live", 1);
+    bed.source.produce(&topic, &records("first", 0, 20));
+    let setup = MirrorSetup::new(&bed.source.bootstrap, &bed.target.bootstrap);
+    let mut mirror = setup.start(&topic, &["--log", "info,eosmirror=debug"]);
+    wait_for_copy(&bed.source, &bed.target, &topic, COPY_LIMIT, &mut mirror);
+
+    // Paused, eosmirror cannot copy what arrives now; part of it is deleted
+    // before it resumes. A fetch it sent just before the pause is still
+    // answered by the broker (into the socket buffer) when data arrives, so
+    // let that long poll (fetch.wait.max.ms, 500 ms) run out empty first.
+    mirror.signal(libc::SIGSTOP);
+    std::thread::sleep(Duration::from_secs(3));
+    bed.source.produce(&topic, &records("second", 0, 30));
+    bed.source.delete_records(&topic, 0, 35);
+    mirror.signal(libc::SIGCONT);
+
+    let code = mirror.wait_exit(EXIT_LIMIT);
+    let output = mirror.output();
+    assert_ne!(code, 0, "a source gap must stop eosmirror:\n{output}");
+    let gap = format!("{topic}-0: source records at offsets 20..35 were deleted");
+    assert!(
+        output.contains(&gap),
+        "the error must name topic, partition and lost offsets ({gap:?}):\n{output}"
+    );
+    assert_eq!(
+        partition_records(&bed.target, &topic, 0).len(),
+        20,
+        "nothing past the gap was copied"
+    );
+
+    // Opting in, the copy continues after the gap: offsets 35..50.
+    let mut mirror = setup.start(&topic, &["--on.source.gap", "skip"]);
+    wait_for_counts(
+        &bed.target,
+        &topic,
+        &BTreeMap::from([(0, 20 + 15)]),
+        &mut mirror,
+    );
+    assert_eq!(mirror.stop(EXIT_LIMIT), 0, "{}", mirror.output());
+    assert_same_records(
+        "target partition 0 after the skip",
+        &partition_records(&bed.source, &topic, 0),
+        &partition_records(&bed.target, &topic, 0)[20..],
+    );
+}
+
+/// The gap error tells the operator how to accept the loss; the flag it
+/// names must be one `eosmirror run` accepts.
+#[test]
+fn source_gap_hint_names_a_flag_that_exists() {
+    use eosmirror::replication::failure::WorkerError;
+    let message = WorkerError::SourceGap {
+        source_partition: eosmirror_state::SourcePartition::new("t", 0),
+        first: 1,
+        end_exclusive: 2,
+    }
+    .to_string();
+    // The suggested flag: `--flag=value` or `--flag value`.
+    let words: Vec<&str> = message
+        .split_whitespace()
+        .map(|w| w.trim_matches(|c: char| !c.is_alphanumeric() && c != '-' && c != '='))
+        .collect();
+    let at = words
+        .iter()
+        .position(|w| w.starts_with("--"))
+        .unwrap_or_else(|| panic!("no flag named in {message:?}"));
+    let hint = words[at];
+    let (flag, value) = hint
+        .split_once('=')
+        .unwrap_or((hint, words.get(at + 1).copied().unwrap_or_default()));
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_eosmirror"))
+        .args(["run", "--help"])
+        .output()
+        .expect("run eosmirror run --help");
+    let help = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        help.contains(&format!("{flag} <")),
+        "the gap error suggests {hint:?} but `eosmirror run --help` has no {flag}:\n{help}"
+    );
+    assert_eq!(value, "skip", "{message}");
+}
+
+/// With a pattern `--include`, topics created while eosmirror runs and
+/// partitions added to a replicated source topic are picked up at the next
+/// refresh: copied exactly, target topics created or grown to match.
+#[test]
+fn new_topics_and_partitions_are_picked_up_while_running() {
+    let bed = bed();
+    let prefix = unique_name("edges-grow");
+    let existing = format!("{prefix}-existing");
+    let later = format!("{prefix}-later");
+    bed.source.create_topic_with(&existing, 2, &[]);
+    for p in 0..2 {
+        bed.source.produce(&existing, &records("before", p, 25));
+    }
+
+    let setup = MirrorSetup::new(&bed.source.bootstrap, &bed.target.bootstrap);
+    let mut mirror = setup.start(&format!("{prefix}-.*"), &["--target.add.partitions"]);
+    wait_for_copy(&bed.source, &bed.target, &existing, COPY_LIMIT, &mut mirror);
+    assert_eq!(bed.target.partition_count(&existing), Some(2));
+
+    // A new matching topic, and two more partitions for the existing one.
+    bed.source.create_topic_with(&later, 3, &[]);
+    for p in 0..3 {
+        bed.source
+            .produce(&later, &records("later", p, 15 + p as usize));
+    }
+    bed.source.add_partitions(&existing, 4);
+    for p in 0..4 {
+        bed.source
+            .produce(&existing, &records("after", p, 10 + p as usize));
+    }
+
+    wait_for_copy(&bed.source, &bed.target, &later, COPY_LIMIT, &mut mirror);
+    wait_for_copy(&bed.source, &bed.target, &existing, COPY_LIMIT, &mut mirror);
+    assert_eq!(mirror.stop(EXIT_LIMIT), 0, "{}", mirror.output());
+    assert_exact_copy(&bed.source, &bed.target, &later);
+    assert_exact_copy(&bed.source, &bed.target, &existing);
+    assert_eq!(bed.target.partition_count(&later), Some(3));
+    assert_eq!(bed.target.partition_count(&existing), Some(4));
+    let output = mirror.output();
+    assert!(
+        output.contains("added partitions to target topic"),
+        "growing the target topic is logged:\n{output}"
+    );
+}
+
+/// `--include` with ','-separated alternatives (MirrorMaker style, spaces
+/// allowed) and `--exclude`: exactly the selected topics are created on the
+/// target; internal topics (`__*`) never, even when named explicitly.
+#[test]
+fn include_and_exclude_select_exactly_the_named_topics() {
+    let bed = bed();
+    let p = unique_name("edges-filter");
+    let name = |suffix: &str| format!("{p}-{suffix}");
+    let internal = format!("__{p}-internal");
+    let selected = [name("a"), name("b"), name("tmp-1")];
+    let not_selected = [name("ab"), name("c"), name("tmp-2"), name("a-b")];
+    for (i, topic) in selected.iter().chain(&not_selected).enumerate() {
+        bed.source.create_topic_with(topic, 1 + (i % 2) as i32, &[]);
+        bed.source.produce(topic, &records(topic, 0, 5));
+    }
+    bed.source.create_topic_with(&internal, 1, &[]);
+    bed.source.produce(&internal, &records("internal", 0, 5));
+
+    let include = format!(
+        "{}, {},{}-tmp.*,{internal},__consumer_offsets,__transaction_state",
+        name("a"),
+        name("b"),
+        p
+    );
+    let exclude = name("tmp-2");
+    let setup = MirrorSetup::new(&bed.source.bootstrap, &bed.target.bootstrap);
+    let mut mirror = setup.start(&include, &["--exclude", &exclude]);
+    for topic in &selected {
+        wait_for_copy(&bed.source, &bed.target, topic, COPY_LIMIT, &mut mirror);
+    }
+    // Target topics are created in one refresh, before any copying: a wrongly
+    // selected topic would exist by now. Give one more refresh anyway.
+    std::thread::sleep(Duration::from_secs(3));
+    assert_eq!(mirror.stop(EXIT_LIMIT), 0, "{}", mirror.output());
+    for topic in &selected {
+        assert_exact_copy(&bed.source, &bed.target, topic);
+        assert_eq!(
+            bed.target.partition_count(topic),
+            bed.source.partition_count(topic),
+            "{topic}"
+        );
+    }
+    for topic in not_selected.iter().chain([&internal]) {
+        assert_eq!(
+            bed.target.partition_count(topic),
+            None,
+            "{topic} is not selected but was created on the target"
+        );
+    }
+    let output = mirror.output();
+    assert!(
+        !output.contains("starting worker partition=__"),
+        "an internal topic was replicated:\n{output}"
+    );
+    let selected_partitions: i32 = selected
+        .iter()
+        .map(|t| bed.source.partition_count(t).unwrap())
+        .sum();
+    assert_eq!(
+        output.matches("starting worker").count(),
+        selected_partitions as usize,
+        "one worker per partition of the selected topics:\n{output}"
+    );
+}
+
+/// Settings set on a source topic (retention, cleanup policy, size limits)
+/// are set on the target topic eosmirror creates, and nothing else is; the
+/// timestamp type is deliberately not carried.
+#[test]
+fn topic_settings_are_carried_to_the_created_target_topic() {
+    let bed = bed();
+    let topic = unique_name("edges-settings");
+    let carried = [
+        ("retention.ms", "123456789"),
+        ("cleanup.policy", "compact"),
+        ("max.message.bytes", "2000000"),
+        ("min.compaction.lag.ms", "60000"),
+        ("compression.type", "zstd"),
+    ];
+    let mut source_settings = carried.to_vec();
+    source_settings.push(("message.timestamp.type", "LogAppendTime"));
+    bed.source.create_topic_with(&topic, 2, &source_settings);
+    bed.source.produce(&topic, &records("compact", 0, 20));
+    bed.source.produce(&topic, &records("compact", 1, 20));
+    // Larger than the broker's default limit (1 MB): only fits because
+    // max.message.bytes is carried.
+    let big = TestRecord {
+        partition: 1,
+        key: Some(b"big".to_vec()),
+        // Incompressible, so that no codec brings it under 1 MB.
+        value: Some(
+            std::iter::successors(Some(0x9E37_79B9_7F4A_7C15u64), |x| {
+                let x = x ^ (x << 13);
+                let x = x ^ (x >> 7);
+                Some(x ^ (x << 17))
+            })
+            .map(|x| (x >> 56) as u8)
+            .take(1_500_000)
+            .collect(),
+        ),
+        headers: vec![],
+        timestamp: None,
+    };
+    bed.source
+        .produce_with(&topic, &[big], &[("message.max.bytes", "2000000")]);
+
+    let setup = MirrorSetup::new(&bed.source.bootstrap, &bed.target.bootstrap);
+    let mut mirror = setup.start(&topic, &[]);
+    wait_for_copy(&bed.source, &bed.target, &topic, COPY_LIMIT, &mut mirror);
+    assert_eq!(mirror.stop(EXIT_LIMIT), 0, "{}", mirror.output());
+    assert_exact_copy(&bed.source, &bed.target, &topic);
+
+    let source_overrides = bed.source.topic_overrides(&topic);
+    assert_eq!(
+        source_overrides
+            .get("message.timestamp.type")
+            .map(String::as_str),
+        Some("LogAppendTime"),
+        "test setup: {source_overrides:?}"
+    );
+    let target_overrides = bed.target.topic_overrides(&topic);
+    let expected: BTreeMap<String, String> = carried
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    assert_eq!(
+        target_overrides, expected,
+        "the target topic's own settings must be exactly the carried source settings"
+    );
+}
