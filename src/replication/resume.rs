@@ -69,38 +69,14 @@ pub fn read_resume_position(
         topic: position_topic.to_string(),
         source: e,
     };
-    let watermark_reader: BaseConsumer = target
-        .clone()
-        .set("isolation.level", "read_uncommitted")
-        .create()
-        .map_err(kafka)?;
-    let (low, high) = watermark_reader
-        .fetch_watermarks(position_topic, PROGRESS_PARTITION, wait_limit)
-        .map_err(kafka)?;
-    drop(watermark_reader);
-    if high <= low {
-        return Ok(None);
-    }
+    let (low, high) =
+        watermarks(target, position_topic, PROGRESS_PARTITION, wait_limit).map_err(kafka)?;
     let start = start_hint.map_or(low, |hint| hint.clamp(low, high));
     if start >= high {
         return Ok(None);
     }
-
-    let reader: BaseConsumer = target
-        .clone()
-        .set("isolation.level", "read_committed")
-        .set("enable.partition.eof", "false")
-        // librdkafka tracks positions only for clients with a group id; the
-        // group is never joined and nothing is committed.
-        .set("group.id", "__eosmirror.position-reader")
-        .set("enable.auto.commit", "false")
-        .create()
-        .map_err(kafka)?;
-    let mut assignment = TopicPartitionList::new();
-    assignment
-        .add_partition_offset(position_topic, PROGRESS_PARTITION, Offset::Offset(start))
-        .map_err(kafka)?;
-    reader.assign(&assignment).map_err(kafka)?;
+    let reader =
+        committed_reader(target, position_topic, PROGRESS_PARTITION, start).map_err(kafka)?;
 
     let wanted_key = ProgressRecord::key(source);
     let mut latest = None;
@@ -166,30 +142,11 @@ pub fn target_has_committed_records(
         topic: topic.to_string(),
         source: e,
     };
-    let reader: BaseConsumer = target
-        .clone()
-        .set("isolation.level", "read_uncommitted")
-        .create()
-        .map_err(kafka)?;
-    let (low, high) = reader
-        .fetch_watermarks(topic, partition, wait_limit)
-        .map_err(kafka)?;
-    drop(reader);
+    let (low, high) = watermarks(target, topic, partition, wait_limit).map_err(kafka)?;
     if high <= low {
         return Ok(false);
     }
-    let reader: BaseConsumer = target
-        .clone()
-        .set("isolation.level", "read_committed")
-        .set("group.id", "__eosmirror.position-reader")
-        .set("enable.auto.commit", "false")
-        .create()
-        .map_err(kafka)?;
-    let mut assignment = TopicPartitionList::new();
-    assignment
-        .add_partition_offset(topic, partition, Offset::Offset(low))
-        .map_err(kafka)?;
-    reader.assign(&assignment).map_err(kafka)?;
+    let reader = committed_reader(target, topic, partition, low).map_err(kafka)?;
     let deadline = Instant::now() + wait_limit;
     while Instant::now() < deadline {
         // Past the high watermark without a record: everything was aborted.
@@ -207,4 +164,42 @@ pub fn target_has_committed_records(
         high_watermark: high,
         waited: wait_limit,
     })
+}
+
+/// Low and high watermark of a partition as a `read_uncommitted` client sees
+/// them: the high one counts records of open transactions too.
+fn watermarks(
+    target: &ClientConfig,
+    topic: &str,
+    partition: i32,
+    timeout: Duration,
+) -> Result<(i64, i64), KafkaError> {
+    let client: BaseConsumer = target
+        .clone()
+        .set("isolation.level", "read_uncommitted")
+        .create()?;
+    client.fetch_watermarks(topic, partition, timeout)
+}
+
+/// A `read_committed` reader of one partition from `offset`, whose position
+/// can be asked for.
+fn committed_reader(
+    target: &ClientConfig,
+    topic: &str,
+    partition: i32,
+    offset: i64,
+) -> Result<BaseConsumer, KafkaError> {
+    let reader: BaseConsumer = target
+        .clone()
+        .set("isolation.level", "read_committed")
+        .set("enable.partition.eof", "false")
+        // librdkafka tracks positions only for clients with a group id; the
+        // group is never joined and nothing is committed.
+        .set("group.id", "__eosmirror.position-reader")
+        .set("enable.auto.commit", "false")
+        .create()?;
+    let mut assignment = TopicPartitionList::new();
+    assignment.add_partition_offset(topic, partition, Offset::Offset(offset))?;
+    reader.assign(&assignment)?;
+    Ok(reader)
 }

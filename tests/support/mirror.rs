@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use super::{Cluster, Isolation, ReadRecord};
@@ -55,11 +56,32 @@ impl MirrorSetup {
         }
     }
 
-    /// Starts `eosmirror run --include <include>` plus `extra` arguments.
+    /// Starts `eosmirror run --include <include>` with the test defaults
+    /// (1 s topic refresh, 100 ms commit interval) plus `extra` arguments.
     pub fn start(&self, include: &str, extra: &[&str]) -> Mirror {
-        let n = fs::read_dir(self.dir.path())
-            .map(|d| d.count())
-            .unwrap_or(0);
+        let mut args = vec![
+            "--refresh.interval.ms",
+            "1000",
+            "--commit.interval.ms",
+            "100",
+        ];
+        args.extend_from_slice(extra);
+        self.start_bare(include, &args)
+    }
+
+    /// Like [`MirrorSetup::start`] but without the test defaults (clap
+    /// refuses a flag given twice), so `extra` can choose every setting.
+    pub fn start_bare(&self, include: &str, extra: &[&str]) -> Mirror {
+        let mut args = vec!["--include", include];
+        args.extend_from_slice(extra);
+        self.start_args(&args)
+    }
+
+    /// Starts `eosmirror run` with this setup's files and state dir and
+    /// exactly `args` otherwise (no `--include` either).
+    pub fn start_args(&self, args: &[&str]) -> Mirror {
+        static STARTED: AtomicU64 = AtomicU64::new(0);
+        let n = STARTED.fetch_add(1, Ordering::Relaxed);
         let log = self.dir.path().join(format!("eosmirror-{n}.log"));
         let log_file = fs::File::create(&log).unwrap();
         let child = Command::new(env!("CARGO_BIN_EXE_eosmirror"))
@@ -68,19 +90,11 @@ impl MirrorSetup {
             .arg(&self.consumer_config)
             .arg("--producer.config")
             .arg(&self.producer_config)
-            .arg("--include")
-            .arg(include)
             .arg("--state.dir")
             .arg(&self.state_dir)
-            .args([
-                "--refresh.interval.ms",
-                "1000",
-                "--commit.interval.ms",
-                "100",
-            ])
-            .args(extra)
+            .args(args)
             .env("EOSMIRROR_LOG", "info")
-            // Flags given in `extra` override it.
+            // A `--source.alias` in `args` overrides it.
             .env("EOSMIRROR_SOURCE_ALIAS", &self.alias)
             .stdin(Stdio::null())
             .stdout(log_file.try_clone().unwrap())
@@ -273,75 +287,5 @@ pub fn remove(path: &Path) {
         fs::remove_dir_all(path).unwrap();
     } else if path.exists() {
         fs::remove_file(path).unwrap();
-    }
-}
-
-impl MirrorSetup {
-    /// Like [`MirrorSetup::start`] but without the test defaults for
-    /// `--refresh.interval.ms` and `--commit.interval.ms` (clap refuses a
-    /// flag given twice), so `extra` can choose every setting.
-    pub fn start_bare(&self, include: &str, extra: &[&str]) -> Mirror {
-        let n = fs::read_dir(self.dir.path())
-            .map(|d| d.count())
-            .unwrap_or(0);
-        let log = self.dir.path().join(format!("eosmirror-{n}.log"));
-        let log_file = fs::File::create(&log).unwrap();
-        let child = Command::new(env!("CARGO_BIN_EXE_eosmirror"))
-            .arg("run")
-            .arg("--consumer.config")
-            .arg(&self.consumer_config)
-            .arg("--producer.config")
-            .arg(&self.producer_config)
-            .arg("--include")
-            .arg(include)
-            .arg("--state.dir")
-            .arg(&self.state_dir)
-            .args(extra)
-            .env("EOSMIRROR_LOG", "info")
-            // Flags given in `extra` override it.
-            .env("EOSMIRROR_SOURCE_ALIAS", &self.alias)
-            .stdin(Stdio::null())
-            .stdout(log_file.try_clone().unwrap())
-            .stderr(log_file)
-            .spawn()
-            .expect("start eosmirror");
-        Mirror {
-            child: Some(child),
-            log,
-        }
-    }
-}
-
-impl MirrorSetup {
-    /// Starts `eosmirror run` with this setup's properties files and state
-    /// dir and otherwise exactly `args` (no --include, no intervals), for
-    /// tests of the command line itself.
-    pub fn start_args(&self, args: &[&str]) -> Mirror {
-        let n = fs::read_dir(self.dir.path())
-            .map(|d| d.count())
-            .unwrap_or(0);
-        let log = self.dir.path().join(format!("eosmirror-{n}.log"));
-        let log_file = fs::File::create(&log).unwrap();
-        let child = Command::new(env!("CARGO_BIN_EXE_eosmirror"))
-            .arg("run")
-            .arg("--consumer.config")
-            .arg(&self.consumer_config)
-            .arg("--producer.config")
-            .arg(&self.producer_config)
-            .arg("--state.dir")
-            .arg(&self.state_dir)
-            .args(args)
-            .env("EOSMIRROR_LOG", "info")
-            // Flags given in `extra` override it.
-            .env("EOSMIRROR_SOURCE_ALIAS", &self.alias)
-            .stdin(Stdio::null())
-            .stdout(log_file.try_clone().unwrap())
-            .stderr(log_file)
-            .spawn()
-            .expect("start eosmirror");
-        Mirror {
-            child: Some(child),
-            log,
-        }
     }
 }
