@@ -490,47 +490,7 @@ fn thaw_zombie_and_judge(
 /// exact copy.
 #[test]
 fn survives_target_blackhole_longer_than_transaction_timeout() {
-    let bed = bed();
-    let Some(listener) = bed.target.proxied else {
-        eprintln!("skipped: the target has no proxied listener");
-        return;
-    };
-    let proxy = Proxy::start(listener);
-    let partitions = 4;
-    let topic = bed.source.create_topic("target-blackhole", partitions);
-    let alias = unique_name("tblackhole");
-    let prefix = unique_name("tblackhole-txn");
-    let setup = MirrorSetup::new(&bed.source.bootstrap, &proxy.bootstrap());
-    let workload = Workload::start(&bed.source, &topic, partitions);
-    let mut mirror = setup.start_bare(&topic, &as_strs(&common_args(&alias, &prefix, "500")));
-    let before = wait_for_target_beyond(&bed.target, &topic, 200, &mut mirror, PATIENCE);
-
-    proxy.get().set_fault(Fault::BLACKHOLE);
-    eprintln!("target blackholed at {before} copied records");
-    sleep_while_running(&mut mirror, Duration::from_secs(18), "the target blackhole");
-    let during = committed_total(&bed.target, &topic);
-    proxy.get().set_fault(Fault::FORWARD);
-    eprintln!(
-        "target healed; {during} copied records; proxy {:?}",
-        proxy.get().stats()
-    );
-
-    // Recovery needs no manual action.
-    let after = wait_for_target_beyond(&bed.target, &topic, during + 300, &mut mirror, PATIENCE);
-    eprintln!("copying resumed: {after} records");
-    let sent = workload.finish();
-    eprintln!("workload wrote {sent} records");
-    wait_for_copy(&bed.source, &bed.target, &topic, PATIENCE, &mut mirror);
-    assert!(mirror.is_running());
-    let code = mirror.stop(Duration::from_secs(90));
-    let output = mirror.output();
-    assert_eq!(code, 0, "eosmirror did not stop cleanly; output:\n{output}");
-    assert!(
-        !output.contains(TAKEN_OVER),
-        "eosmirror took its own timed-out transaction for a takeover; output:\n{output}"
-    );
-    assert_exact_copy(&bed.source, &bed.target, &topic);
-    eprintln!("restarts: {:#?}", restarts(&output));
+    survives_blackhole(Path::Target, Duration::from_secs(18));
 }
 
 /// Every connection to the target is reset (RST) several times while
@@ -579,39 +539,69 @@ fn survives_target_connection_resets() {
 /// written, and after the heal the copy catches up to an exact copy.
 #[test]
 fn survives_source_blackhole() {
+    survives_blackhole(Path::Source, Duration::from_secs(15));
+}
+
+/// Which of eosmirror's network paths a test breaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Path {
+    Source,
+    Target,
+}
+
+/// Copies under a workload, blackholes `path` for `duration`, heals it, and
+/// judges: eosmirror recovers by itself, never reports a takeover, stops
+/// cleanly, and the target is an exact copy.
+fn survives_blackhole(path: Path, duration: Duration) {
     let bed = bed();
-    let Some(listener) = bed.source.proxied else {
-        eprintln!("skipped: the source has no proxied listener");
+    let broken = match path {
+        Path::Source => &bed.source,
+        Path::Target => &bed.target,
+    };
+    let Some(listener) = broken.proxied else {
+        eprintln!("skipped: the {} has no proxied listener", broken.name);
         return;
     };
     let proxy = Proxy::start(listener);
     let partitions = 4;
-    let topic = bed.source.create_topic("source-blackhole", partitions);
-    let alias = unique_name("sblackhole");
-    let prefix = unique_name("sblackhole-txn");
-    let setup = MirrorSetup::new(&proxy.bootstrap(), &bed.target.bootstrap);
+    let topic = bed
+        .source
+        .create_topic(&format!("{}-blackhole", broken.name), partitions);
+    let alias = unique_name("blackhole");
+    let prefix = unique_name("blackhole-txn");
+    let setup = match path {
+        Path::Source => MirrorSetup::new(&proxy.bootstrap(), &bed.target.bootstrap),
+        Path::Target => MirrorSetup::new(&bed.source.bootstrap, &proxy.bootstrap()),
+    };
     let workload = Workload::start(&bed.source, &topic, partitions);
     let mut mirror = setup.start_bare(&topic, &as_strs(&common_args(&alias, &prefix, "500")));
     let before = wait_for_target_beyond(&bed.target, &topic, 200, &mut mirror, PATIENCE);
 
     proxy.get().set_fault(Fault::BLACKHOLE);
-    eprintln!("source blackholed at {before} copied records");
-    sleep_while_running(&mut mirror, Duration::from_secs(15), "the source blackhole");
+    eprintln!("{} blackholed at {before} copied records", broken.name);
+    sleep_while_running(&mut mirror, duration, "the blackhole");
     let during = committed_total(&bed.target, &topic);
     proxy.get().set_fault(Fault::FORWARD);
     eprintln!(
-        "source healed; {during} copied records; proxy {:?}",
+        "{} healed; {during} copied records; proxy {:?}",
+        broken.name,
         proxy.get().stats()
     );
 
+    // Recovery needs no manual action.
     let after = wait_for_target_beyond(&bed.target, &topic, during + 300, &mut mirror, PATIENCE);
     eprintln!("copying resumed: {after} records");
     let sent = workload.finish();
     eprintln!("workload wrote {sent} records");
     wait_for_copy(&bed.source, &bed.target, &topic, PATIENCE, &mut mirror);
+    assert!(mirror.is_running());
     let code = mirror.stop(Duration::from_secs(90));
     let output = mirror.output();
     assert_eq!(code, 0, "eosmirror did not stop cleanly; output:\n{output}");
+    assert!(
+        !output.contains(TAKEN_OVER),
+        "eosmirror took its own timed-out transaction for a takeover; output:\n{output}"
+    );
     assert_exact_copy(&bed.source, &bed.target, &topic);
     eprintln!("restarts: {:#?}", restarts(&output));
 }

@@ -18,7 +18,7 @@ use std::fs;
 use std::io;
 use std::ops::Bound;
 use std::path::{Path, PathBuf};
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use sled::transaction::{ConflictableTransactionError, TransactionError};
 use sled::Transactional;
@@ -34,6 +34,11 @@ const CHECKPOINTS_TREE: &str = "checkpoints";
 const RUNS_TREE: &str = "offset-runs";
 /// sled 0.34.7 reports a held file lock only through this message text.
 const SLED_LOCK_MESSAGE: &str = "could not acquire lock";
+/// A handle dropped just before (in this process, or by a process that is
+/// exiting) releases sled's file lock only once sled's background flusher
+/// has stopped; that takes a moment. Only a lock held longer than this is
+/// reported as [`StateError::Locked`].
+const LOCK_WAIT: Duration = Duration::from_secs(3);
 
 /// How [`StateStore::open`] found the directory, so the caller can log it
 /// and knows whether cached positions are available.
@@ -397,27 +402,35 @@ impl fmt::Debug for StateStore {
 /// the directory aside would be wrong. Everything else is
 /// [`StateError::Storage`].
 fn open_sled(dir: &Path) -> Result<sled::Db, StateError> {
-    sled::Config::new()
-        .path(dir)
-        .open()
-        .map_err(|error| match error {
-            sled::Error::Io(source) if source.to_string().contains(SLED_LOCK_MESSAGE) => {
-                StateError::Locked {
-                    dir: dir.to_owned(),
-                    source,
-                }
+    let deadline = Instant::now() + LOCK_WAIT;
+    let opened = loop {
+        match sled::Config::new().path(dir).open() {
+            Err(sled::Error::Io(e))
+                if e.to_string().contains(SLED_LOCK_MESSAGE) && Instant::now() < deadline =>
+            {
+                std::thread::sleep(Duration::from_millis(20));
             }
-            sled::Error::Io(source) if source.kind() == io::ErrorKind::PermissionDenied => {
-                StateError::Inaccessible {
-                    dir: dir.to_owned(),
-                    source,
-                }
-            }
-            source => StateError::Storage {
+            result => break result,
+        }
+    };
+    opened.map_err(|error| match error {
+        sled::Error::Io(source) if source.to_string().contains(SLED_LOCK_MESSAGE) => {
+            StateError::Locked {
                 dir: dir.to_owned(),
                 source,
-            },
-        })
+            }
+        }
+        sled::Error::Io(source) if source.kind() == io::ErrorKind::PermissionDenied => {
+            StateError::Inaccessible {
+                dir: dir.to_owned(),
+                source,
+            }
+        }
+        source => StateError::Storage {
+            dir: dir.to_owned(),
+            source,
+        },
+    })
 }
 
 /// `<dir>.corrupt-<secs>`, or with `-1`, `-2`, … appended if that exists.

@@ -30,6 +30,22 @@ fn run(source_start: i64, target_start: i64, len: u64) -> OffsetRun {
     }
 }
 
+/// Opens the sled db underneath a store, waiting (like the store does) for
+/// the lock a just-dropped handle's flusher thread still holds.
+fn raw_sled(dir: &Path) -> sled::Db {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(3);
+    loop {
+        match sled::open(dir) {
+            Ok(db) => return db,
+            Err(e) if std::time::Instant::now() < deadline => {
+                assert!(e.to_string().contains("could not acquire lock"), "{e}");
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            Err(e) => panic!("open sled: {e}"),
+        }
+    }
+}
+
 fn open(dir: &Path) -> (StateStore, OpenOutcome) {
     StateStore::open(dir, &identity()).expect("open state store")
 }
@@ -221,7 +237,7 @@ fn plain_file_instead_of_dir_is_moved_aside_and_rebuilt() {
 fn missing_header_is_rebuilt() {
     let (_tmp, dir) = state_dir();
     {
-        let db = sled::open(&dir).unwrap();
+        let db = raw_sled(&dir);
         db.insert(b"something", b"else").unwrap();
         db.flush().unwrap();
     }
@@ -233,7 +249,7 @@ fn missing_header_is_rebuilt() {
 fn unknown_format_version_is_rebuilt() {
     let (_tmp, dir) = state_dir();
     {
-        let db = sled::open(&dir).unwrap();
+        let db = raw_sled(&dir);
         let mut header = Header::current(&identity());
         header.format_version += 1;
         db.insert(Header::KEY, codec::encode(&header)).unwrap();
@@ -249,7 +265,7 @@ fn unknown_format_version_is_rebuilt() {
 fn undecodable_header_or_checkpoint_is_rebuilt() {
     let (_tmp, dir) = state_dir();
     {
-        let db = sled::open(&dir).unwrap();
+        let db = raw_sled(&dir);
         db.insert(Header::KEY, &[1, 0xFF, 0xFF][..]).unwrap();
         db.flush().unwrap();
     }
@@ -258,7 +274,7 @@ fn undecodable_header_or_checkpoint_is_rebuilt() {
     drop(store);
 
     {
-        let db = sled::open(&dir).unwrap();
+        let db = raw_sled(&dir);
         let key = SourcePartition::new("orders", 0).key();
         db.open_tree(CHECKPOINTS_TREE)
             .unwrap()
