@@ -8,6 +8,7 @@
 
 pub mod cli;
 pub mod config;
+pub mod connect;
 pub mod metrics;
 pub mod replication;
 pub mod run;

@@ -5,13 +5,13 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use anyhow::{bail, Context};
+use anyhow::bail;
 use eosmirror_state::{ClusterIdentity, OpenOutcome, StateStore};
 use rdkafka::config::ClientConfig;
-use rdkafka::consumer::{BaseConsumer, Consumer};
 
 use crate::cli::run_args::RunArgs;
 use crate::config::{self, ClientRole};
+use crate::connect::cluster_id;
 use crate::replication::limits::BatchLimits;
 use crate::replication::progress::InternalTopics;
 use crate::replication::supervisor::{self, SupervisorSettings};
@@ -73,32 +73,17 @@ fn load_client_config(path: &Path, role: ClientRole) -> anyhow::Result<ClientCon
 
 fn connection_only(config: &ClientConfig) -> ClientConfig {
     let mut out = ClientConfig::new();
-    for (k, v) in config.config_map() {
-        if is_connection_key(k) {
-            out.set(k, v);
+    // `config_map` masks secret values, so it only supplies the keys.
+    for key in config
+        .config_map()
+        .into_keys()
+        .filter(|k| is_connection_key(k))
+    {
+        if let Some(value) = config.get(key) {
+            out.set(key, value);
         }
     }
     out
-}
-
-/// Asks a cluster for its id; doubles as the reachability check.
-fn cluster_id(config: &ClientConfig, cluster: &str, file: &Path) -> anyhow::Result<String> {
-    let consumer: BaseConsumer = config.create().with_context(|| {
-        format!(
-            "creating a client for the {cluster} cluster ({})",
-            file.display()
-        )
-    })?;
-    let bootstrap = config.get("bootstrap.servers").unwrap_or_default();
-    consumer
-        .fetch_metadata(None, CONNECT_TIMEOUT)
-        .map_err(|e| anyhow::anyhow!("cannot reach the {cluster} cluster at {bootstrap} (bootstrap.servers in {}) within {CONNECT_TIMEOUT:?}: {e}; check the address, the network and security settings", file.display()))?;
-    consumer
-        .client()
-        .fetch_cluster_id(CONNECT_TIMEOUT)
-        .with_context(|| {
-            format!("the {cluster} cluster at {bootstrap} did not report a cluster id")
-        })
 }
 
 fn instance_id() -> u64 {
@@ -124,8 +109,8 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         let (sf, tf) = (args.consumer_config.clone(), args.producer_config.clone());
         tokio::task::spawn_blocking(move || {
             Ok::<_, anyhow::Error>((
-                cluster_id(&s, "source", &sf)?,
-                cluster_id(&t, "target", &tf)?,
+                cluster_id(&s, "source", &sf, CONNECT_TIMEOUT)?,
+                cluster_id(&t, "target", &tf, CONNECT_TIMEOUT)?,
             ))
         })
         .await??

@@ -47,7 +47,14 @@ pub struct Cluster {
     /// bootstraps here sends all its traffic through whatever listens on it.
     /// `None` for external clusters.
     pub proxied: Option<ProxiedListener>,
+    /// Bootstrap address of a SASL_PLAINTEXT listener with mechanism PLAIN
+    /// and the user in [`SASL_USER`]; `None` for external clusters.
+    pub sasl_plain: Option<String>,
 }
+
+/// The test user of the local clusters' SASL listeners (see
+/// tests/kafka/cluster): a throwaway credential for tests only.
+pub const SASL_USER: (&str, &str) = ("eosmirror", "eosmirror-test-secret");
 
 /// The two sides of the fault-injection listener of a local broker.
 #[derive(Debug, Clone, Copy)]
@@ -78,11 +85,13 @@ pub fn bed() -> &'static TestBed {
                     name: "source",
                     bootstrap: source,
                     proxied: None,
+                    sasl_plain: None,
                 },
                 target: Cluster {
                     name: "target",
                     bootstrap: target,
                     proxied: None,
+                    sasl_plain: None,
                 },
             },
             (Err(_), Err(_)) => {
@@ -107,6 +116,7 @@ fn local_cluster(name: &'static str, port_base: u16) -> Cluster {
             broker_port: port_base + 4,
             advertised_port: port_base + 5,
         }),
+        sasl_plain: Some(format!("127.0.0.1:{}", port_base + 6)),
     }
 }
 
