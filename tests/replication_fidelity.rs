@@ -3,9 +3,7 @@
 
 mod support;
 
-use std::time::Duration;
-
-use support::mirror::{assert_exact_copy, wait_for_copy, MirrorSetup};
+use support::mirror::MirrorSetup;
 use support::{bed, unique_name, TestRecord, TxnOutcome};
 
 /// Records with every shape a copy must keep.
@@ -69,24 +67,9 @@ fn copies_every_field_of_every_codec_in_order() {
         .produce_with(&topics[0], &[big], &[("message.max.bytes", "2000000")]);
 
     let setup = MirrorSetup::new(&bed.source.bootstrap, &bed.target.bootstrap);
-    let mut mirror = setup.start(&format!("{prefix}-t.*"), &[]);
+    let names: Vec<&str> = topics.iter().map(String::as_str).collect();
+    setup.copy_and_check(&format!("{prefix}-t.*"), &[], &names);
     for topic in &topics {
-        wait_for_copy(
-            &bed.source,
-            &bed.target,
-            topic,
-            Duration::from_secs(120),
-            &mut mirror,
-        );
-    }
-    assert_eq!(
-        mirror.stop(Duration::from_secs(30)),
-        0,
-        "{}",
-        mirror.output()
-    );
-    for topic in &topics {
-        assert_exact_copy(&bed.source, &bed.target, topic);
         assert_eq!(bed.target.partition_count(topic), Some(4));
     }
 }
@@ -108,21 +91,7 @@ fn copies_only_committed_source_transactions() {
         }
     }
     let setup = MirrorSetup::new(&bed.source.bootstrap, &bed.target.bootstrap);
-    let mut mirror = setup.start(&topic, &[]);
-    wait_for_copy(
-        &bed.source,
-        &bed.target,
-        &topic,
-        Duration::from_secs(90),
-        &mut mirror,
-    );
-    assert_eq!(
-        mirror.stop(Duration::from_secs(30)),
-        0,
-        "{}",
-        mirror.output()
-    );
-    assert_exact_copy(&bed.source, &bed.target, &topic);
+    setup.copy_and_check(&topic, &[], &[&topic]);
     // 3 committed rounds of 45 plus 9 plain records, none of the aborted ones.
     let copied = bed
         .target

@@ -4,7 +4,7 @@ mod support;
 
 use std::time::Duration;
 
-use support::mirror::{assert_exact_copy, wait_for_copy, MirrorSetup};
+use support::mirror::{assert_exact_copy, MirrorSetup};
 use support::{bed, TestRecord};
 
 #[test]
@@ -18,15 +18,7 @@ fn a_changed_alias_is_refused_instead_of_copying_again() {
 
     let setup = MirrorSetup::new(&bed.source.bootstrap, &bed.target.bootstrap);
     let alias = format!("{topic}-a");
-    let mut first = setup.start(&topic, &["--source.alias", &alias]);
-    wait_for_copy(
-        &bed.source,
-        &bed.target,
-        &topic,
-        Duration::from_secs(90),
-        &mut first,
-    );
-    assert_eq!(first.stop(Duration::from_secs(30)), 0, "{}", first.output());
+    setup.copy_and_check(&topic, &["--source.alias", &alias], &[&topic]);
 
     // Same target, new alias, fresh state dir: no position is known, but the
     // target partitions hold the earlier copy.

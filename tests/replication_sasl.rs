@@ -7,7 +7,7 @@ mod support;
 use std::fs;
 use std::time::Duration;
 
-use support::mirror::{assert_exact_copy, wait_for_copy, MirrorSetup};
+use support::mirror::MirrorSetup;
 use support::{bed, TestRecord, SASL_USER};
 
 /// A producer.properties as a cloud vendor's MirrorMaker tutorial has it.
@@ -42,22 +42,7 @@ fn replicates_into_a_sasl_target_with_java_settings() {
         java_sasl_properties(sasl, SASL_USER.1),
     )
     .unwrap();
-    let mut mirror = setup.start(&topic, &["--log", "debug"]);
-    wait_for_copy(
-        &bed.source,
-        &bed.target,
-        &topic,
-        Duration::from_secs(90),
-        &mut mirror,
-    );
-    assert_eq!(
-        mirror.stop(Duration::from_secs(30)),
-        0,
-        "{}",
-        mirror.output()
-    );
-    assert_exact_copy(&bed.source, &bed.target, &topic);
-    let output = mirror.output();
+    let output = setup.copy_and_check(&topic, &["--log", "debug"], &[&topic]);
     assert!(
         !output.contains(SASL_USER.1),
         "the password was printed:\n{output}"

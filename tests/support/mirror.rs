@@ -181,6 +181,33 @@ impl Drop for Mirror {
     }
 }
 
+impl MirrorSetup {
+    /// The common test shape: runs `eosmirror run --include <include>`
+    /// (plus `extra`) until every topic in `topics` is copied, stops it with
+    /// SIGTERM (it must exit 0), judges each copy with [`assert_exact_copy`]
+    /// and returns eosmirror's output.
+    pub fn copy_and_check(&self, include: &str, extra: &[&str], topics: &[&str]) -> String {
+        let bed = super::bed();
+        let mut mirror = self.start(include, extra);
+        for topic in topics {
+            wait_for_copy(
+                &bed.source,
+                &bed.target,
+                topic,
+                Duration::from_secs(120),
+                &mut mirror,
+            );
+        }
+        let code = mirror.stop(Duration::from_secs(30));
+        let output = mirror.output();
+        assert_eq!(code, 0, "eosmirror did not stop cleanly:\n{output}");
+        for topic in topics {
+            assert_exact_copy(&bed.source, &bed.target, topic);
+        }
+        output
+    }
+}
+
 /// Committed records per partition, in offset order.
 pub fn by_partition(records: Vec<ReadRecord>) -> BTreeMap<i32, Vec<ReadRecord>> {
     let mut map: BTreeMap<i32, Vec<ReadRecord>> = BTreeMap::new();
