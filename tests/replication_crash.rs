@@ -98,35 +98,26 @@ fn records(tag: &str, partitions: &[i32], first: usize, count: usize) -> Vec<Tes
 /// holds duplicates, which `assert_exact_copy` then reports at once.
 fn wait_caught_up(topic: &str, mirror: &mut Mirror, setup: &MirrorSetup) {
     let bed = bed();
-    let deadline = Instant::now() + CATCH_UP;
-    loop {
-        let want = count_committed(&bed.source, topic);
-        if bed.target.partition_count(topic).is_some() {
+    mirror.wait_until(
+        CATCH_UP,
+        Duration::from_secs(1),
+        || {
+            let want = count_committed(&bed.source, topic);
+            bed.target.partition_count(topic)?;
             let have = count_committed(&bed.target, topic);
-            if want
-                .iter()
+            want.iter()
                 .all(|(p, n)| have.get(p).copied().unwrap_or(0) >= *n)
-            {
-                return;
-            }
-        }
-        if !mirror.is_running() {
-            panic!(
-                "eosmirror exited early; output:\n{}\n{}",
-                mirror.output(),
-                history(setup)
-            );
-        }
-        if Instant::now() > deadline {
-            panic!(
+                .then_some(())
+        },
+        |output| {
+            format!(
                 "copy of {topic} incomplete after {CATCH_UP:?}: {:?}\neosmirror output tail:\n{}\n{}",
                 copy_differences(&bed.source, &bed.target, topic),
-                tail(&mirror.output(), 40),
+                tail(output, 40),
                 history(setup)
-            );
-        }
-        std::thread::sleep(Duration::from_secs(1));
-    }
+            )
+        },
+    );
 }
 
 /// Like `assert_exact_copy`, but on failure also prints where every

@@ -89,27 +89,24 @@ fn wait_for_counts(
     want: &BTreeMap<i32, usize>,
     mirror: &mut Mirror,
 ) {
-    let deadline = Instant::now() + COPY_LIMIT;
-    loop {
-        let have = match target.partition_count(topic) {
-            Some(_) => count_committed(target, topic),
-            None => BTreeMap::new(),
-        };
-        if &have == want {
-            return;
-        }
-        assert!(
-            mirror.is_running(),
-            "eosmirror exited early; output:\n{}",
-            mirror.output()
-        );
-        assert!(
-            Instant::now() < deadline,
-            "{topic}: target holds {have:?} records per partition, want {want:?} (after {COPY_LIMIT:?})\neosmirror output tail:\n{}",
-            tail(&mirror.output(), 40)
-        );
-        std::thread::sleep(Duration::from_millis(500));
-    }
+    let mut have = BTreeMap::new();
+    mirror.wait_until(
+        COPY_LIMIT,
+        Duration::from_millis(500),
+        || {
+            have = match target.partition_count(topic) {
+                Some(_) => count_committed(target, topic),
+                None => BTreeMap::new(),
+            };
+            (&have == want).then_some(())
+        },
+        |output| {
+            format!(
+                "{topic}: target does not hold {want:?} records per partition after {COPY_LIMIT:?}\neosmirror output tail:\n{}",
+                tail(output, 40)
+            )
+        },
+    );
 }
 
 /// A loopback address nothing listens on right now.

@@ -158,24 +158,17 @@ fn wait_for_target_beyond(
     mirror: &mut Mirror,
     limit: Duration,
 ) -> usize {
-    let deadline = Instant::now() + limit;
-    loop {
-        let now = committed_total(target, topic);
-        if now > beyond {
-            return now;
-        }
-        assert!(
-            mirror.is_running(),
-            "eosmirror exited early; output:\n{}",
-            mirror.output()
-        );
-        assert!(
-            Instant::now() < deadline,
-            "target copy of {topic} stuck at {now} records (waiting for more than {beyond}) after {limit:?}; eosmirror output tail:\n{}",
-            tail(&mirror.output(), 60)
-        );
-        std::thread::sleep(Duration::from_millis(500));
-    }
+    mirror.wait_until(
+        limit,
+        Duration::from_millis(500),
+        || Some(committed_total(target, topic)).filter(|&now| now > beyond),
+        |output| {
+            format!(
+                "target copy of {topic} has no more than {beyond} records after {limit:?}; eosmirror output tail:\n{}",
+                tail(output, 60)
+            )
+        },
+    )
 }
 
 /// Sleeps for `duration`, failing at once if `mirror` exits meanwhile.

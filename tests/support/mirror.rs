@@ -163,6 +163,31 @@ impl Mirror {
         }
     }
 
+    /// Polls `ready` every `every` until it returns a value. Fails at once
+    /// (with eosmirror's output) if eosmirror exits meanwhile, and after
+    /// `limit` with the message `stuck` builds (given eosmirror's output).
+    pub fn wait_until<T>(
+        &mut self,
+        limit: Duration,
+        every: Duration,
+        mut ready: impl FnMut() -> Option<T>,
+        stuck: impl Fn(&str) -> String,
+    ) -> T {
+        let deadline = Instant::now() + limit;
+        loop {
+            if let Some(value) = ready() {
+                return value;
+            }
+            assert!(
+                self.is_running(),
+                "eosmirror exited early; output:\n{}",
+                self.output()
+            );
+            assert!(Instant::now() < deadline, "{}", stuck(&self.output()));
+            std::thread::sleep(every);
+        }
+    }
+
     pub fn is_running(&mut self) -> bool {
         match self.child.as_mut() {
             Some(c) => c.try_wait().unwrap().is_none(),
@@ -275,24 +300,22 @@ pub fn wait_for_copy(
     limit: Duration,
     mirror: &mut Mirror,
 ) {
-    let deadline = Instant::now() + limit;
     let want = count_committed(source, topic);
-    loop {
-        if target.partition_count(topic).is_some() && count_committed(target, topic) == want {
-            return;
-        }
-        if !mirror.is_running() {
-            panic!("eosmirror exited early; output:\n{}", mirror.output());
-        }
-        if Instant::now() > deadline {
-            panic!(
+    mirror.wait_until(
+        limit,
+        Duration::from_millis(500),
+        || {
+            (target.partition_count(topic).is_some() && count_committed(target, topic) == want)
+                .then_some(())
+        },
+        |output| {
+            format!(
                 "copy of {topic} incomplete after {limit:?}: {:?}\neosmirror output tail:\n{}",
                 copy_differences(source, target, topic),
-                tail(&mirror.output(), 40)
-            );
-        }
-        std::thread::sleep(Duration::from_millis(500));
-    }
+                tail(output, 40)
+            )
+        },
+    );
 }
 
 /// Committed record count per partition.
