@@ -15,7 +15,7 @@
 
 pub mod mirror;
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::Command;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -360,18 +360,33 @@ impl Cluster {
         }
     }
 
-    /// Reads every partition of `topic` from the beginning to its end as seen
-    /// by `isolation` (the high watermark, or the last stable offset), in
-    /// partition then offset order.
+    /// Reads every partition of `topic` from the beginning up to its high
+    /// watermark taken when the read starts, as seen by `isolation`, in
+    /// partition then offset order. A fixed end keeps a read of a topic that
+    /// is still being written from chasing it; under `read_committed`,
+    /// transactions open at that moment are waited for.
     pub fn read_all(&self, topic: &str, isolation: Isolation) -> Vec<ReadRecord> {
         let partitions = self
             .partition_count(topic)
             .unwrap_or_else(|| panic!("{}: no topic {topic} to read", self.name));
+        let watermarks: BaseConsumer = self
+            .client_config()
+            .set("isolation.level", "read_uncommitted")
+            .create()
+            .expect("create consumer");
+        let ends: BTreeMap<i32, i64> = (0..partitions)
+            .map(|p| {
+                let (_, high) = watermarks
+                    .fetch_watermarks(topic, p, BROKER_TIMEOUT)
+                    .unwrap_or_else(|e| panic!("{}: watermarks of {topic}-{p}: {e}", self.name));
+                (p, high)
+            })
+            .collect();
         let consumer: BaseConsumer = self
             .client_config()
+            // A group id lets librdkafka report positions; nothing is committed.
             .set("group.id", unique_name("testbed-reader"))
             .set("enable.auto.commit", "false")
-            .set("enable.partition.eof", "true")
             .set("isolation.level", isolation.as_config())
             .create()
             .expect("create consumer");
@@ -383,26 +398,35 @@ impl Cluster {
         }
         consumer.assign(&assignment).expect("assign");
 
-        let mut at_end = HashSet::new();
         let mut by_partition: BTreeMap<i32, Vec<ReadRecord>> = BTreeMap::new();
         let deadline = Instant::now() + BROKER_TIMEOUT;
-        while at_end.len() < partitions as usize {
+        loop {
+            // The position moves past transaction markers and aborted
+            // records too, which are never returned as messages.
+            let positions = consumer.position().expect("positions");
+            let behind: Vec<i32> = ends
+                .iter()
+                .filter(|(&p, &end)| {
+                    let at = match positions.find_partition(topic, p).map(|e| e.offset()) {
+                        Some(Offset::Offset(o)) => o,
+                        _ => 0,
+                    };
+                    at < end
+                })
+                .map(|(&p, _)| p)
+                .collect();
+            if behind.is_empty() {
+                break;
+            }
             assert!(
                 Instant::now() < deadline,
-                "{}: reading {topic} did not reach the end of partitions {:?}",
+                "{}: reading {topic} did not reach the end of partitions {behind:?}",
                 self.name,
-                (0..partitions)
-                    .filter(|p| !at_end.contains(p))
-                    .collect::<Vec<_>>()
             );
             match consumer.poll(Duration::from_millis(100)) {
                 None => {}
-                Some(Err(KafkaError::PartitionEOF(p))) => {
-                    at_end.insert(p);
-                }
                 Some(Err(e)) => panic!("{}: reading {topic}: {e}", self.name),
                 Some(Ok(m)) => {
-                    at_end.remove(&m.partition());
                     by_partition
                         .entry(m.partition())
                         .or_default()
