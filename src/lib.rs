@@ -8,9 +8,17 @@
 
 pub mod cli;
 pub mod config;
+pub mod clusters;
 pub mod connect;
+pub mod cutover;
+pub mod failover;
+pub mod groups;
 pub mod metrics;
+pub mod offsets;
+pub mod read;
 pub mod replication;
 pub mod run;
 pub mod shutdown;
+pub mod translate;
 pub mod topics;
+pub mod verify;

@@ -5,7 +5,9 @@ use std::io::IsTerminal;
 use std::process::ExitCode;
 
 use clap::Parser;
+use eosmirror::cli::verify_args::ReportFormat;
 use eosmirror::cli::{Cli, Command};
+use eosmirror::verify::report::Verdict;
 use tracing_subscriber::EnvFilter;
 
 fn main() -> ExitCode {
@@ -30,16 +32,88 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let result = runtime.block_on(async {
-        match cli.command {
-            Command::Run(args) => eosmirror::run::run(*args).await,
+    match cli.command {
+        Command::Run(args) => match runtime.block_on(eosmirror::run::run(*args)) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("eosmirror: error: {e:#}");
+                ExitCode::FAILURE
+            }
+        },
+        Command::Verify(args) => {
+            let format = args.format;
+            match blocking(&runtime, move || eosmirror::verify::verify(&args)) {
+                Ok(report) => {
+                    print(format, &report, || report.to_text());
+                    ExitCode::from(report.verdict.exit_code())
+                }
+                Err(e) => {
+                    eprintln!("eosmirror: could not verify: {e:#}");
+                    ExitCode::from(Verdict::CouldNotVerify.exit_code())
+                }
+            }
         }
-    });
-    match result {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("eosmirror: error: {e:#}");
-            ExitCode::FAILURE
+        Command::Translate(args) => {
+            let format = args.clusters.format;
+            match blocking(&runtime, move || eosmirror::translate::run(&args)) {
+                Ok(report) => {
+                    print(format, &report, || report.to_text());
+                    ExitCode::SUCCESS
+                }
+                Err(e) => fail(&e),
+            }
+        }
+        Command::Cutover(args) => {
+            let format = args.clusters.format;
+            match blocking(&runtime, move || eosmirror::cutover::run(&args)) {
+                Ok(report) => {
+                    print(format, &report, || report.to_text());
+                    if report.complete() {
+                        ExitCode::SUCCESS
+                    } else {
+                        ExitCode::FAILURE
+                    }
+                }
+                Err(e) => fail(&e),
+            }
+        }
+        Command::Failover(args) => {
+            let format = args.format;
+            match blocking(&runtime, move || eosmirror::failover::run(&args)) {
+                Ok(report) => {
+                    print(format, &report, || report.to_text());
+                    ExitCode::SUCCESS
+                }
+                Err(e) => fail(&e),
+            }
         }
     }
+}
+
+/// Runs a blocking command off the async runtime's worker threads.
+fn blocking<T: Send + 'static>(
+    runtime: &tokio::runtime::Runtime,
+    command: impl FnOnce() -> anyhow::Result<T> + Send + 'static,
+) -> anyhow::Result<T> {
+    runtime.block_on(async {
+        tokio::task::spawn_blocking(command)
+            .await
+            .map_err(|e| anyhow::anyhow!("command panicked: {e}"))?
+    })
+}
+
+/// Prints a report in the chosen format on standard output.
+fn print<R: serde::Serialize>(format: ReportFormat, report: &R, text: impl FnOnce() -> String) {
+    match format {
+        ReportFormat::Text => print!("{}", text()),
+        ReportFormat::Json => println!(
+            "{}",
+            serde_json::to_string_pretty(report).expect("reports always serialize")
+        ),
+    }
+}
+
+fn fail(e: &anyhow::Error) -> ExitCode {
+    eprintln!("eosmirror: error: {e:#}");
+    ExitCode::FAILURE
 }

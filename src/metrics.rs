@@ -56,3 +56,30 @@ pub fn source_gap_skipped(p: &SourcePartition, offsets: u64) {
 pub fn workers_running(count: usize) {
     gauge!("eosmirror_workers").set(count as f64);
 }
+
+/// The throttle's limits; 0 = unlimited.
+pub fn throttle_limits(bytes_per_sec: Option<u64>, records_per_sec: Option<u64>) {
+    gauge!("eosmirror_throttle_bytes_per_second").set(bytes_per_sec.unwrap_or(0) as f64);
+    gauge!("eosmirror_throttle_records_per_second").set(records_per_sec.unwrap_or(0) as f64);
+}
+
+/// Time a worker spent waiting for the throttle (summed over workers).
+pub fn throttle_waited(waited: std::time::Duration) {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    // Waits are often well under a millisecond: sum nanoseconds, publish ms.
+    static TOTAL_NANOS: AtomicU64 = AtomicU64::new(0);
+    let nanos = waited.as_nanos() as u64;
+    let total = TOTAL_NANOS.fetch_add(nanos, Ordering::Relaxed) + nanos;
+    counter!("eosmirror_throttle_wait_ms_total").absolute(total / 1_000_000);
+}
+
+/// A group sync round translated `group`'s offsets: seconds since its
+/// translation was last committed on the target (or could have been, when
+/// nothing changed), and how many already-consumed source offsets a
+/// consumer at the replicated tail would read again (0 once caught up;
+/// the translation never skips a record).
+pub fn group_synced(group: &str, age_seconds: f64, rereads: i64) {
+    let labels = [("group", group.to_string())];
+    gauge!("eosmirror_group_translation_age_seconds", &labels).set(age_seconds);
+    gauge!("eosmirror_group_rereads", &labels).set(rereads as f64);
+}

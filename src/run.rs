@@ -10,11 +10,14 @@ use eosmirror_state::{ClusterIdentity, OpenOutcome, StateStore};
 use rdkafka::config::ClientConfig;
 
 use crate::cli::run_args::RunArgs;
+use crate::clusters::Cluster;
 use crate::config::{self, ClientRole};
 use crate::connect::cluster_id;
+use crate::groups::sync::GroupSync;
 use crate::replication::limits::BatchLimits;
 use crate::replication::progress::InternalTopics;
 use crate::replication::supervisor::{self, SupervisorSettings};
+use crate::replication::throttle::{self, Throttle, ThrottleLimits};
 use crate::replication::worker::WorkerSettings;
 use crate::shutdown::Shutdown;
 use crate::topics::filter::TopicFilter;
@@ -56,7 +59,7 @@ fn is_connection_key(key: &str) -> bool {
 
 /// Loads a Java properties file and translates it for librdkafka, logging
 /// every Java-only key that is dropped.
-fn load_client_config(path: &Path, role: ClientRole) -> anyhow::Result<ClientConfig> {
+pub(crate) fn load_client_config(path: &Path, role: ClientRole) -> anyhow::Result<ClientConfig> {
     let translated = config::load_client_config(path, role)?;
     for dropped in &translated.dropped {
         tracing::warn!(file = %path.display(), "{dropped}");
@@ -71,7 +74,7 @@ fn load_client_config(path: &Path, role: ClientRole) -> anyhow::Result<ClientCon
     Ok(config)
 }
 
-fn connection_only(config: &ClientConfig) -> ClientConfig {
+pub(crate) fn connection_only(config: &ClientConfig) -> ClientConfig {
     let mut out = ClientConfig::new();
     // `config_map` masks secret values, so it only supplies the keys.
     for key in config
@@ -99,6 +102,21 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         tracing::info!("{note}");
     }
     let filter = TopicFilter::new(&args.include, args.exclude.as_deref())?;
+    let groups_sync = args
+        .groups_sync
+        .as_deref()
+        .map(|g| {
+            regex::Regex::new(&format!("^(?:{g})$"))
+                .map_err(|e| anyhow::anyhow!("--groups.sync {g:?} is not a valid regex: {e}"))
+        })
+        .transpose()?;
+    let throttle_limits = match &args.throttle_file {
+        Some(file) => ThrottleLimits::load(file)?,
+        None => ThrottleLimits {
+            bytes_per_sec: args.throttle_bytes_per_sec,
+            records_per_sec: args.throttle_records_per_sec,
+        },
+    };
     let mut source = load_client_config(&args.consumer_config, ClientRole::Consumer)?;
     let mut target = load_client_config(&args.producer_config, ClientRole::Producer)?;
     let source_connection = connection_only(&source);
@@ -157,6 +175,17 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     }
     let shutdown = Shutdown::default();
     shutdown.listen_for_signals()?;
+    let throttle = Arc::new(Throttle::new(throttle_limits));
+    match &args.throttle_file {
+        Some(file) => {
+            throttle::reload_on_sighup(throttle.clone(), file.clone())?;
+            tracing::info!(file = %file.display(), "throttle: {throttle_limits} (SIGHUP re-reads the file)");
+        }
+        None if !throttle_limits.is_unlimited() => {
+            tracing::info!("throttle: {throttle_limits}")
+        }
+        None => {}
+    }
 
     let workers = Arc::new(WorkerSettings {
         source,
@@ -174,6 +203,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         on_source_gap: args.on_source_gap,
         allow_nonempty_target: args.target_allow_nonempty,
         instance: instance_id(),
+        throttle,
     });
     let supervisor_settings = SupervisorSettings {
         source_admin: source_connection,
@@ -189,7 +219,27 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         shutdown_timeout: Duration::from_millis(args.shutdown_timeout_ms),
         metadata_timeout: CONNECT_TIMEOUT,
     };
-    supervisor::run(supervisor_settings, workers, Arc::new(state), shutdown).await?;
+    let state = Arc::new(state);
+    if let Some(groups) = groups_sync {
+        let sync = GroupSync {
+            groups,
+            interval: Duration::from_secs(args.groups_sync_interval_secs),
+            topics: supervisor_settings.filter.clone(),
+            source: Cluster {
+                name: "source",
+                connection: supervisor_settings.source_admin.clone(),
+            },
+            target: Cluster {
+                name: "target",
+                connection: supervisor_settings.target_admin.clone(),
+            },
+            groups_topic: InternalTopics::for_alias(&args.source_alias).groups,
+            alias: args.source_alias.clone(),
+            state: Arc::clone(&state),
+        };
+        tokio::spawn(sync.run(shutdown.clone()));
+    }
+    supervisor::run(supervisor_settings, workers, state, shutdown).await?;
     tracing::info!("stopped cleanly");
     Ok(())
 }

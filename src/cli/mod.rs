@@ -1,8 +1,10 @@
 //! Command line. `run` accepts MirrorMaker 1's flags so that existing
 //! MirrorMaker invocations and properties files carry over.
 
+pub mod groups_args;
 pub mod mirrormaker;
 pub mod run_args;
+pub mod verify_args;
 
 use clap::{Parser, Subcommand};
 
@@ -22,4 +24,16 @@ pub struct Cli {
 pub enum Command {
     /// Replicate topics from the source cluster to the target cluster, exactly once.
     Run(Box<run_args::RunArgs>),
+    /// Check that the target is an exact copy of the source. Exit code 0:
+    /// exact; 1: differences found; 2: could not verify.
+    Verify(Box<verify_args::VerifyArgs>),
+    /// Translate a consumer group's source offsets into target offsets, and
+    /// with --apply commit them to the same group on the target.
+    Translate(Box<groups_args::TranslateArgs>),
+    /// Move producers' and consumers' data to the target: wait until the copy
+    /// is complete, verify its tail, sync groups, report. Exit 0 only if all holds.
+    Cutover(Box<groups_args::CutoverArgs>),
+    /// The source is gone: apply the last recorded group offsets' translations
+    /// to the target and report the recovery point.
+    Failover(Box<groups_args::FailoverArgs>),
 }

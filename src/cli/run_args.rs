@@ -6,6 +6,7 @@ use std::path::PathBuf;
 
 use clap::Args;
 
+use crate::replication::throttle::{parse_bytes, parse_count};
 use crate::replication::worker::GapPolicy;
 
 #[derive(Debug, Args)]
@@ -170,6 +171,54 @@ pub struct RunArgs {
         default_value_t = 30_000
     )]
     pub shutdown_timeout_ms: u64,
+
+    /// Most source bytes (key+value+headers) read per second, all partitions
+    /// together: e.g. 5000000, 5MB, 512KiB (K, M, G = powers of 1000; Ki, Mi,
+    /// Gi = of 1024). Default: unlimited.
+    #[arg(
+        long = "throttle.bytes.per.sec",
+        visible_alias = "throttle",
+        env = "EOSMIRROR_THROTTLE_BYTES_PER_SEC",
+        value_name = "BYTES",
+        value_parser = parse_bytes,
+        conflicts_with = "throttle_file"
+    )]
+    pub throttle_bytes_per_sec: Option<u64>,
+
+    /// Most source records read per second, all partitions together.
+    /// Default: unlimited.
+    #[arg(
+        long = "throttle.records.per.sec",
+        env = "EOSMIRROR_THROTTLE_RECORDS_PER_SEC",
+        value_name = "RECORDS",
+        value_parser = parse_count,
+        conflicts_with = "throttle_file"
+    )]
+    pub throttle_records_per_sec: Option<u64>,
+
+    /// Throttle limits in a properties file (`bytes.per.sec=5MB`,
+    /// `records.per.sec=2000`; a missing key = no limit), re-read on SIGHUP
+    /// to change them without a restart. Instead of the --throttle.* limits.
+    #[arg(
+        long = "throttle.file",
+        env = "EOSMIRROR_THROTTLE_FILE",
+        value_name = "FILE"
+    )]
+    pub throttle_file: Option<PathBuf>,
+
+    /// Consumer groups (regex, whole name) whose source offsets are recorded
+    /// on the target and committed, translated exactly, to the same groups
+    /// on the target wherever those have no active members.
+    #[arg(
+        long = "groups.sync",
+        env = "EOSMIRROR_GROUPS_SYNC",
+        value_name = "REGEX"
+    )]
+    pub groups_sync: Option<String>,
+
+    /// Seconds between group sync rounds.
+    #[arg(long = "groups.sync.interval.secs", env = "EOSMIRROR_GROUPS_SYNC_INTERVAL_SECS", default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..))]
+    pub groups_sync_interval_secs: u64,
 
     #[command(flatten)]
     pub mirrormaker: super::mirrormaker::MirrorMakerFlags,

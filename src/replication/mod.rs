@@ -9,4 +9,5 @@ pub mod limits;
 pub mod progress;
 pub mod resume;
 pub mod supervisor;
+pub mod throttle;
 pub mod worker;

@@ -31,6 +31,10 @@ pub struct InternalTopics {
     pub progress: String,
     /// Latest position per source partition (compacted).
     pub position: String,
+    /// Latest recorded source offsets per consumer group, and the last
+    /// observed source ends (compacted): what failover needs when the
+    /// source and eosmirror's host are both gone.
+    pub groups: String,
 }
 
 impl InternalTopics {
@@ -40,6 +44,7 @@ impl InternalTopics {
         InternalTopics {
             progress: format!("__eosmirror.progress.{alias}"),
             position: format!("__eosmirror.position.{alias}"),
+            groups: format!("__eosmirror.groups.{alias}"),
         }
     }
 }
@@ -97,7 +102,7 @@ impl ProgressRecord {
     }
 }
 
-fn encode_versioned<T: Serialize>(value: &T) -> Vec<u8> {
+pub(crate) fn encode_versioned<T: Serialize>(value: &T) -> Vec<u8> {
     let mut out = vec![FORMAT_VERSION];
     let body = bincode::serde::encode_to_vec(value, bincode::config::standard())
         .expect("encoding plain data into a Vec cannot fail");
@@ -105,7 +110,7 @@ fn encode_versioned<T: Serialize>(value: &T) -> Vec<u8> {
     out
 }
 
-fn decode_versioned<T: for<'de> Deserialize<'de>>(bytes: &[u8]) -> Result<T, DecodeError> {
+pub(crate) fn decode_versioned<T: for<'de> Deserialize<'de>>(bytes: &[u8]) -> Result<T, DecodeError> {
     let (&version, body) = bytes.split_first().ok_or(DecodeError::Empty)?;
     if version != FORMAT_VERSION {
         return Err(DecodeError::UnknownVersion(version));

@@ -40,6 +40,7 @@ use super::failure::WorkerError;
 use super::limits::{BatchLimits, BufferBudget};
 use super::progress::{runs_from_deliveries, InternalTopics, ProgressRecord, PROGRESS_PARTITION};
 use super::resume::{read_resume_position, target_has_committed_records, ResumePosition};
+use super::throttle::Throttle;
 use crate::metrics as m;
 
 /// What to do when source records disappear before they are copied.
@@ -73,6 +74,8 @@ pub struct WorkerSettings {
     pub allow_nonempty_target: bool,
     /// Random id of this process, written into every progress record.
     pub instance: u64,
+    /// Bounds the source read rate of all workers together.
+    pub throttle: Arc<Throttle>,
 }
 
 /// How long a blocking Kafka call may take before we treat its outcome as
@@ -526,6 +529,12 @@ impl Session<'_> {
         let settings = &*self.worker.settings;
         let limits = settings.limits;
         let partition = &self.worker.partition;
+        let throttle = &settings.throttle;
+        // Throttled: no transaction is open yet, so waiting costs nothing
+        // but time (bounded, so the session loop still checks lag).
+        if !throttle.wait_ready(limits.idle_poll, &self.worker.shutdown) {
+            return Ok(BatchEnd::Idle);
+        }
         let Some(first) = self.next_record(limits.idle_poll)? else {
             return Ok(BatchEnd::Idle);
         };
@@ -554,7 +563,11 @@ impl Session<'_> {
         let mut next_source_offset;
         let mut message = first;
         loop {
-            bytes += record_size(&message);
+            let size = record_size(&message);
+            // Paid after reading: a record larger than the throttle's
+            // budget leaves a debt for the next reads to wait out.
+            throttle.charge(size as u64, 1);
+            bytes += size;
             next_source_offset = message.offset() + 1;
             self.send_copy(&message)?;
             sent += 1;
@@ -562,6 +575,14 @@ impl Session<'_> {
                 || bytes >= limits.max_bytes
                 || self.worker.shutdown.load(Ordering::Relaxed)
             {
+                break;
+            }
+            let Some(remaining) = limits.commit_interval.checked_sub(started.elapsed()) else {
+                break;
+            };
+            // Throttled inside a transaction: wait at most until it would
+            // end anyway, then commit what it has.
+            if !throttle.wait_ready(remaining, &self.worker.shutdown) {
                 break;
             }
             let Some(remaining) = limits.commit_interval.checked_sub(started.elapsed()) else {

@@ -145,7 +145,7 @@ pub async fn prepare_target(
         new_topics.push((topic, settings));
     }
     let progress_retention = options.progress_retention.as_millis().to_string();
-    let internal_specs: [(&str, Vec<(&str, &str)>); 2] = [
+    let internal_specs: [(&str, Vec<(&str, &str)>); 3] = [
         (
             &internal.progress,
             vec![
@@ -155,6 +155,14 @@ pub async fn prepare_target(
         ),
         (
             &internal.position,
+            vec![
+                ("cleanup.policy", "compact"),
+                ("segment.ms", "3600000"),
+                ("min.cleanable.dirty.ratio", "0.1"),
+            ],
+        ),
+        (
+            &internal.groups,
             vec![
                 ("cleanup.policy", "compact"),
                 ("segment.ms", "3600000"),

@@ -583,3 +583,131 @@ impl Cluster {
         overrides
     }
 }
+
+/// A loopback address nothing listens on right now (e.g. for
+/// `--metrics.address`).
+pub fn free_local_address() -> String {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind a free port");
+    listener.local_addr().unwrap().to_string()
+}
+
+/// The body of `http://address/metrics`, retrying while the endpoint starts.
+pub fn scrape_metrics(address: &str) -> String {
+    use std::io::{Read, Write};
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let attempt = (|| -> std::io::Result<String> {
+            let mut stream = std::net::TcpStream::connect(address)?;
+            stream.set_read_timeout(Some(Duration::from_secs(10)))?;
+            write!(
+                stream,
+                "GET /metrics HTTP/1.1\r\nHost: {address}\r\nConnection: close\r\n\r\n"
+            )?;
+            let mut response = String::new();
+            stream.read_to_string(&mut response)?;
+            Ok(response)
+        })();
+        match attempt {
+            Ok(response) if response.starts_with("HTTP/1.1 200") => return response,
+            other => assert!(
+                Instant::now() < deadline,
+                "metrics endpoint {address} did not answer: {other:?}"
+            ),
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// The value of the Prometheus sample `name` whose labels include all of
+/// `labels` (a sample without labels matches an empty `labels`).
+pub fn metric_value(metrics: &str, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
+    metrics
+        .lines()
+        .filter(|line| {
+            line.starts_with(&format!("{name}{{")) || line.starts_with(&format!("{name} "))
+        })
+        .filter(|line| {
+            labels
+                .iter()
+                .all(|(k, v)| line.contains(&format!("{k}=\"{v}\"")))
+        })
+        .find_map(|line| line.rsplit(' ').next()?.parse().ok())
+}
+
+/// The local target's secured listeners and the TLS material and credentials
+/// `tests/kafka/cluster up` generates for them (never committed).
+#[derive(Debug, Clone)]
+pub struct SecuredTarget {
+    /// SASL_SSL listener offering only PLAIN (like a managed cloud cluster).
+    pub sasl_ssl_plain: String,
+    /// SASL_SSL listener offering SCRAM-SHA-256 and SCRAM-SHA-512.
+    pub sasl_ssl_scram: String,
+    /// SSL listener that requires a client certificate (mTLS).
+    pub ssl_mtls: String,
+    /// Where the CA, certificates and stores are.
+    pub tls_dir: PathBuf,
+    credentials: BTreeMap<String, String>,
+}
+
+impl SecuredTarget {
+    /// A file of the generated TLS material, e.g. `client.truststore.jks`.
+    pub fn file(&self, name: &str) -> String {
+        self.tls_dir.join(name).display().to_string()
+    }
+
+    /// A generated credential: `PLAIN_USER`, `PLAIN_PASSWORD`, `SCRAM_USER`,
+    /// `SCRAM_PASSWORD`, `CLIENT_TRUSTSTORE_PASSWORD`,
+    /// `CLIENT_KEYSTORE_PASSWORD`, `CLIENT_JKS_KEY_PASSWORD`.
+    pub fn cred(&self, key: &str) -> &str {
+        self.credentials
+            .get(key)
+            .unwrap_or_else(|| panic!("no {key} in {}/credentials.env", self.tls_dir.display()))
+    }
+
+    /// Every generated password: none may ever appear in eosmirror's output.
+    pub fn passwords(&self) -> Vec<String> {
+        self.credentials
+            .iter()
+            .filter(|(k, _)| k.contains("PASSWORD"))
+            .map(|(_, v)| v.clone())
+            .collect()
+    }
+}
+
+/// The local target's secured listeners, or `None` when the suite runs against
+/// external clusters.
+pub fn secured_target() -> Option<SecuredTarget> {
+    let bed = bed();
+    bed.target.proxied?;
+    let work = std::env::var_os("EOSMIRROR_KAFKA_WORK")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/kafka-local"));
+    let tls_dir = work.join("target/tls");
+    let text = std::fs::read_to_string(tls_dir.join("credentials.env")).unwrap_or_else(|e| {
+        panic!(
+            "{}/credentials.env: {e}; the running target predates its secured listeners: \
+             restart it (tests/kafka/cluster down; tests/kafka/cluster up)",
+            tls_dir.display()
+        )
+    });
+    let credentials = text
+        .lines()
+        .filter(|l| !l.starts_with('#'))
+        .filter_map(|l| l.split_once('='))
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    let port = |offset: u16| format!("127.0.0.1:{}", 29090 + offset);
+    let secured = SecuredTarget {
+        sasl_ssl_plain: port(7),
+        sasl_ssl_scram: port(8),
+        ssl_mtls: port(9),
+        tls_dir,
+        credentials,
+    };
+    assert!(
+        std::net::TcpStream::connect(&secured.ssl_mtls).is_ok(),
+        "the target has no secured listeners yet: restart it \
+         (tests/kafka/cluster down; tests/kafka/cluster up)"
+    );
+    Some(secured)
+}

@@ -1,0 +1,142 @@
+//! Options of the group commands: `translate`, `cutover`, `failover`.
+
+use std::path::PathBuf;
+
+use clap::Args;
+
+use super::verify_args::ReportFormat;
+
+/// How to reach both clusters and which mirror's mapping to use: the same
+/// files and alias `run` was given.
+#[derive(Debug, Args, Clone)]
+pub struct ClusterArgs {
+    /// Java client properties for the source cluster.
+    #[arg(
+        long = "consumer.config",
+        env = "EOSMIRROR_CONSUMER_CONFIG",
+        value_name = "FILE"
+    )]
+    pub consumer_config: PathBuf,
+
+    /// Java client properties for the target cluster.
+    #[arg(
+        long = "producer.config",
+        env = "EOSMIRROR_PRODUCER_CONFIG",
+        value_name = "FILE"
+    )]
+    pub producer_config: PathBuf,
+
+    /// The `--source.alias` of the mirror (names its internal topics).
+    #[arg(
+        long = "source.alias",
+        env = "EOSMIRROR_SOURCE_ALIAS",
+        default_value = "source"
+    )]
+    pub source_alias: String,
+
+    /// Report format on standard output.
+    #[arg(long, value_enum, default_value = "text")]
+    pub format: ReportFormat,
+}
+
+/// `eosmirror translate`.
+#[derive(Debug, Args)]
+pub struct TranslateArgs {
+    #[command(flatten)]
+    pub clusters: ClusterArgs,
+
+    /// The consumer group whose source offsets are translated.
+    #[arg(long)]
+    pub group: String,
+
+    /// Only topics matching this regex (whole name; default: every
+    /// replicated topic the group has offsets for).
+    #[arg(long, value_name = "REGEX")]
+    pub topic: Option<String>,
+
+    /// Commit the translated offsets to the same group on the target (only
+    /// if it has no active members there).
+    #[arg(long)]
+    pub apply: bool,
+
+    /// With --apply: also move target offsets backwards.
+    #[arg(long = "allow-rewind", requires = "apply")]
+    pub allow_rewind: bool,
+}
+
+/// `eosmirror failover`: needs only the target (the source is gone).
+#[derive(Debug, Args)]
+pub struct FailoverArgs {
+    /// Java client properties for the target cluster.
+    #[arg(
+        long = "producer.config",
+        env = "EOSMIRROR_PRODUCER_CONFIG",
+        value_name = "FILE"
+    )]
+    pub producer_config: PathBuf,
+
+    /// The `--source.alias` of the mirror (names its internal topics).
+    #[arg(
+        long = "source.alias",
+        env = "EOSMIRROR_SOURCE_ALIAS",
+        default_value = "source"
+    )]
+    pub source_alias: String,
+
+    /// Report format on standard output.
+    #[arg(long, value_enum, default_value = "text")]
+    pub format: ReportFormat,
+
+    /// Groups (regex, whole name) whose recorded offsets are applied.
+    #[arg(long, value_name = "REGEX")]
+    pub groups: String,
+
+    /// Also move target offsets backwards.
+    #[arg(long = "allow-rewind")]
+    pub allow_rewind: bool,
+}
+
+/// `eosmirror cutover`.
+#[derive(Debug, Args)]
+pub struct CutoverArgs {
+    #[command(flatten)]
+    pub clusters: ClusterArgs,
+
+    /// Replicated topics to cut over (same syntax as `run --include`).
+    #[arg(
+        long,
+        visible_alias = "whitelist",
+        env = "EOSMIRROR_INCLUDE",
+        value_name = "REGEX"
+    )]
+    pub include: String,
+
+    /// Topics to leave out.
+    #[arg(
+        long,
+        visible_alias = "blacklist",
+        env = "EOSMIRROR_EXCLUDE",
+        value_name = "REGEX"
+    )]
+    pub exclude: Option<String>,
+
+    /// Consumer groups (regex, whole name) to move to the target.
+    #[arg(long, value_name = "REGEX")]
+    pub groups: String,
+
+    /// How long to wait for replication to reach the source's end (ms).
+    #[arg(long = "timeout.ms", default_value_t = 300_000)]
+    pub timeout_ms: u64,
+
+    /// Records per partition verified at the end of the copy.
+    #[arg(long = "verify.last", default_value_t = 10_000)]
+    pub verify_last: u64,
+
+    /// Verify the whole copy instead of its tail.
+    #[arg(long)]
+    pub full: bool,
+
+    /// Also move target offsets backwards.
+    #[arg(long = "allow-rewind")]
+    pub allow_rewind: bool,
+}

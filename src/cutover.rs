@@ -1,0 +1,293 @@
+//! `eosmirror cutover`: the orderly migration runbook in one command.
+//!
+//! 1. Report whether producers still write to the source.
+//! 2. Wait (bounded) until the replicated position of every partition
+//!    reaches the source's end of committed data.
+//! 3. Verify the copy's tail (or all of it with `--full`).
+//! 4. Move each consumer group: its source offsets, translated exactly, are
+//!    committed to the same group on the target.
+//! 5. Report; exit 0 only if all of it holds. Running it again is safe: a
+//!    group already moved is left unchanged.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::time::{Duration, Instant};
+
+use anyhow::bail;
+use regex::Regex;
+use serde::Serialize;
+
+use crate::cli::groups_args::CutoverArgs;
+use crate::cli::verify_args::{PairingMode, ReportFormat, VerifyArgs};
+use crate::clusters::{connect_both, Cluster};
+use crate::groups::apply::apply;
+use crate::groups::TopicPartition;
+use crate::offsets::history::read_mappings;
+use crate::read::{first_committed, Side};
+use crate::replication::progress::InternalTopics;
+use crate::topics::filter::TopicFilter;
+use crate::translate::{replicated_partitions, translate_offsets, GroupTranslation};
+use crate::verify::report::{Report, Verdict};
+
+/// How often replication progress is checked while waiting.
+const POLL: Duration = Duration::from_secs(1);
+
+/// One partition's state at the end of the wait.
+#[derive(Debug, Clone, Serialize)]
+pub struct PartitionCatchUp {
+    pub topic: String,
+    pub partition: i32,
+    /// End of committed source data.
+    pub source_end: i64,
+    pub replicated_position: i64,
+    /// Committed source records not yet replicated (0: caught up).
+    pub lag: i64,
+}
+
+/// The cutover report.
+#[derive(Debug, Clone, Serialize)]
+pub struct CutoverReport {
+    /// Partitions whose source end moved while cutover looked (producers
+    /// still writing).
+    pub source_still_written: Vec<String>,
+    pub partitions: Vec<PartitionCatchUp>,
+    pub caught_up: bool,
+    pub verify: Option<Report>,
+    pub groups: Vec<GroupTranslation>,
+    /// Why cutover did not complete; empty when it did.
+    pub problems: Vec<String>,
+}
+
+impl CutoverReport {
+    pub fn complete(&self) -> bool {
+        self.problems.is_empty()
+    }
+
+    pub fn to_text(&self) -> String {
+        let mut out = String::new();
+        if !self.source_still_written.is_empty() {
+            let _ = writeln!(
+                out,
+                "source still written to: {}",
+                self.source_still_written.join(", ")
+            );
+        }
+        for p in &self.partitions {
+            let _ = writeln!(
+                out,
+                "{}-{}: source end {} replicated {} lag {}",
+                p.topic, p.partition, p.source_end, p.replicated_position, p.lag
+            );
+        }
+        if let Some(v) = &self.verify {
+            out.push_str(&v.to_text());
+        }
+        for g in &self.groups {
+            out.push_str(&g.to_text());
+        }
+        for problem in &self.problems {
+            let _ = writeln!(out, "problem: {problem}");
+        }
+        let _ = writeln!(
+            out,
+            "cutover: {}",
+            if self.complete() {
+                "COMPLETE: the target holds an exact copy and the groups are moved"
+            } else {
+                "NOT COMPLETE"
+            }
+        );
+        out
+    }
+}
+
+/// Source ends of committed data and replicated positions, per partition.
+fn catch_up(
+    source: &Side,
+    target: &Side,
+    alias: &str,
+    partitions: &[TopicPartition],
+) -> anyhow::Result<Vec<PartitionCatchUp>> {
+    let wanted = partitions.iter().cloned().collect();
+    let (maps, _) = read_mappings(target, &InternalTopics::for_alias(alias).progress, &wanted)?;
+    let mut out = Vec::new();
+    for (topic, partition) in partitions {
+        let (low, high) = source.watermarks(topic, *partition)?;
+        let position = maps
+            .get(&(topic.clone(), *partition))
+            .and_then(|m| m.replicated_position)
+            .unwrap_or(low);
+        // Past the position, only transaction markers or aborted records
+        // may remain for the partition to count as caught up.
+        let next = if position < high {
+            first_committed(source, topic, *partition, position.max(low), high)?
+        } else {
+            None
+        };
+        out.push(PartitionCatchUp {
+            topic: topic.clone(),
+            partition: *partition,
+            source_end: high,
+            replicated_position: position,
+            lag: next.map_or(0, |n| high - n),
+        });
+    }
+    Ok(out)
+}
+
+fn source_ends(
+    source: &Cluster,
+    partitions: &[TopicPartition],
+) -> anyhow::Result<BTreeMap<TopicPartition, i64>> {
+    let side = source.side(1024, Duration::from_secs(30));
+    partitions
+        .iter()
+        .map(|(t, p)| Ok(((t.clone(), *p), side.watermarks(t, *p)?.1)))
+        .collect()
+}
+
+/// Runs `eosmirror cutover`. Blocking.
+pub fn run(args: &CutoverArgs) -> anyhow::Result<CutoverReport> {
+    let filter = TopicFilter::new(&args.include, args.exclude.as_deref())?;
+    let group_pattern = Regex::new(&format!("^(?:{})$", args.groups))
+        .map_err(|e| anyhow::anyhow!("--groups {:?} is not a valid regex: {e}", args.groups))?;
+    let alias = &args.clusters.source_alias;
+    let (source, target) = connect_both(&args.clusters)?;
+    let partitions = replicated_partitions(&source, &target, Some(&filter))?;
+    if partitions.is_empty() {
+        bail!(
+            "no topic matching --include {:?} exists on both clusters",
+            args.include
+        );
+    }
+    let mut problems = Vec::new();
+
+    // 1. Producer activity.
+    let before = source_ends(&source, &partitions)?;
+    std::thread::sleep(Duration::from_secs(2));
+    let after = source_ends(&source, &partitions)?;
+    let moving: Vec<String> = after
+        .iter()
+        .filter(|(p, end)| before.get(*p) != Some(end))
+        .map(|((t, p), _)| format!("{t}-{p}"))
+        .collect();
+
+    // 2. Wait for the copy to reach the source's end.
+    let source_side = source.side(1024, Duration::from_secs(120));
+    let target_side = target.side(16 * 1024, Duration::from_secs(120));
+    let deadline = Instant::now() + Duration::from_millis(args.timeout_ms);
+    let (caught_up, state) = loop {
+        let state = catch_up(&source_side, &target_side, alias, &partitions)?;
+        if state.iter().all(|p| p.lag == 0) {
+            break (true, state);
+        }
+        if Instant::now() >= deadline {
+            break (false, state);
+        }
+        std::thread::sleep(POLL);
+    };
+    if !caught_up {
+        let behind: Vec<String> = state
+            .iter()
+            .filter(|p| p.lag > 0)
+            .map(|p| format!("{}-{} ({} behind)", p.topic, p.partition, p.lag))
+            .collect();
+        problems.push(format!(
+            "replication did not reach the source's end within {} ms: {}; is `eosmirror run` running for --source.alias {alias}?",
+            args.timeout_ms,
+            behind.join(", ")
+        ));
+    }
+    // Producers still writing now make any copy out of date at once.
+    let end = source_ends(&source, &partitions)?;
+    let still: Vec<String> = end
+        .iter()
+        .filter(|(p, e)| after.get(*p) != Some(e))
+        .map(|((t, p), _)| format!("{t}-{p}"))
+        .collect();
+    if !still.is_empty() {
+        problems.push(format!(
+            "producers are still writing to the source ({}); stop them, then run cutover again",
+            still.join(", ")
+        ));
+    }
+
+    // 3. Verify.
+    let mut verify_report = None;
+    if caught_up {
+        let verify_args = VerifyArgs {
+            consumer_config: args.clusters.consumer_config.clone(),
+            producer_config: args.clusters.producer_config.clone(),
+            include: args.include.clone(),
+            exclude: args.exclude.clone(),
+            source_alias: alias.clone(),
+            since: None,
+            last: (!args.full).then_some(args.verify_last),
+            mode: PairingMode::Mapped,
+            target_prefix: String::new(),
+            starts: Vec::new(),
+            format: ReportFormat::Text,
+            parallelism: 4,
+            max_memory_bytes: 64 << 20,
+            stall_timeout_ms: 120_000,
+        };
+        let report = crate::verify::verify(&verify_args)?;
+        if report.verdict != Verdict::Exact {
+            problems.push(format!("verify found the copy {:?}", report.verdict));
+        }
+        verify_report = Some(report);
+    }
+
+    // 4. Groups, only onto a complete, exact copy.
+    let mut groups = Vec::new();
+    if problems.is_empty() {
+        let names: Vec<String> = source
+            .groups()
+            .list_groups()?
+            .into_iter()
+            .filter(|g| group_pattern.is_match(g))
+            .collect();
+        if names.is_empty() {
+            problems.push(format!(
+                "no consumer group on the source matches --groups {:?}",
+                args.groups
+            ));
+        }
+        for group in names {
+            let membership = source.groups().membership(&group)?;
+            if !membership.members.is_empty() {
+                problems.push(format!(
+                    "group {group:?} still has active members on the source ({}); stop its consumers so its offsets are final, then run cutover again",
+                    membership.members.join(", ")
+                ));
+                continue;
+            }
+            let offsets = source.groups().committed(&group, &partitions)?;
+            if offsets.is_empty() {
+                continue;
+            }
+            let mut translation = translate_offsets(&target, alias, &group, &offsets)?;
+            match translation.target_offsets() {
+                None => problems.push(format!(
+                    "group {group:?}: some partitions have no translation"
+                )),
+                Some(to_commit) => {
+                    match apply(&target.groups(), &group, &to_commit, args.allow_rewind) {
+                        Ok(applied) => translation.record_applied(&applied),
+                        Err(e) => problems.push(e.to_string()),
+                    }
+                }
+            }
+            groups.push(translation);
+        }
+    }
+
+    Ok(CutoverReport {
+        source_still_written: moving,
+        partitions: state,
+        caught_up,
+        verify: verify_report,
+        groups,
+        problems,
+    })
+}

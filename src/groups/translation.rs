@@ -1,0 +1,166 @@
+//! Translating a consumer group's source offset into a target offset.
+//!
+//! A committed offset `o` means "the next record to read is the first
+//! committed record at offset ≥ o". Its translation is the target offset of
+//! that record's copy, taken from the exact mapping, so gaps on either side
+//! (transaction markers, aborted source data, compaction, the target's own
+//! markers) never shift it. If that record is not copied yet, the group
+//! belongs at the replicated tail: the target offset where the next copy
+//! lands.
+
+use serde::Serialize;
+
+use crate::offsets::mapping::OffsetMap;
+
+/// How exact a translation is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TranslationKind {
+    /// The target offset of the copy of the group's next record.
+    Exact,
+    /// The group's next record is not replicated yet: the replicated tail.
+    Tail,
+}
+
+/// One partition's translation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Translation {
+    pub source_offset: i64,
+    pub target_offset: i64,
+    pub kind: TranslationKind,
+    /// Source offsets below the group's offset but at or beyond the
+    /// replicated position: records the group already consumed that a
+    /// consumer at the tail will read again once they are copied (an upper
+    /// bound in offsets; 0 for exact translations).
+    pub rereads: i64,
+}
+
+/// Why an offset cannot be translated.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Untranslatable {
+    #[error("nothing of this partition has been replicated yet")]
+    NothingReplicated,
+    #[error("source offset {offset} precedes the oldest offset mapping kept ({first_mapped}); the progress topic's retention (--progress.retention.ms) deleted the older mappings")]
+    MappingExpired { offset: i64, first_mapped: i64 },
+}
+
+/// Translates `source_offset` through `map`. `history_truncated` says the
+/// progress topic lost its oldest records to retention, so offsets before
+/// the first mapping kept are unknown rather than gaps.
+pub fn translate(
+    map: &OffsetMap,
+    history_truncated: bool,
+    source_offset: i64,
+) -> Result<Translation, Untranslatable> {
+    let (Some(position), Some(tail)) = (map.replicated_position, map.replicated_target_end) else {
+        return Err(Untranslatable::NothingReplicated);
+    };
+    if let Some(first) = map.first_source() {
+        if history_truncated && source_offset < first {
+            return Err(Untranslatable::MappingExpired {
+                offset: source_offset,
+                first_mapped: first,
+            });
+        }
+    }
+    Ok(match map.first_at_or_after(source_offset) {
+        Some((_, target_offset)) => Translation {
+            source_offset,
+            target_offset,
+            kind: TranslationKind::Exact,
+            rereads: 0,
+        },
+        None => Translation {
+            source_offset,
+            target_offset: tail,
+            kind: TranslationKind::Tail,
+            rereads: (source_offset - position).max(0),
+        },
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use eosmirror_state::OffsetRun;
+
+    use super::*;
+
+    /// Source 0..3 copied to 0..3; source 3 is a marker, 4 and 5 aborted,
+    /// 6 a marker; source 7..9 copied to target 4..6 (target marker at 3).
+    fn map() -> OffsetMap {
+        let mut m = OffsetMap::default();
+        m.add(
+            &[OffsetRun {
+                source_start: 0,
+                target_start: 0,
+                len: 3,
+            }],
+            3,
+            3,
+        );
+        m.add(
+            &[OffsetRun {
+                source_start: 7,
+                target_start: 4,
+                len: 2,
+            }],
+            9,
+            6,
+        );
+        m.seal();
+        m
+    }
+
+    #[test]
+    fn offsets_in_gaps_translate_to_the_next_copied_record() {
+        let m = map();
+        let at = |o| translate(&m, false, o).unwrap();
+        assert_eq!((at(0).target_offset, at(2).target_offset), (0, 2));
+        for gap in [3, 4, 5, 6] {
+            assert_eq!(at(gap).target_offset, 4, "source offset {gap}");
+            assert_eq!(at(gap).kind, TranslationKind::Exact);
+        }
+        assert_eq!(at(8).target_offset, 5);
+    }
+
+    #[test]
+    fn offsets_past_the_replicated_position_go_to_the_tail() {
+        let m = map();
+        let t = translate(&m, false, 9).unwrap();
+        assert_eq!(
+            (t.target_offset, t.kind, t.rereads),
+            (6, TranslationKind::Tail, 0)
+        );
+        let t = translate(&m, false, 12).unwrap();
+        assert_eq!(
+            (t.target_offset, t.kind, t.rereads),
+            (6, TranslationKind::Tail, 3)
+        );
+    }
+
+    #[test]
+    fn unknown_history_is_refused() {
+        assert_eq!(
+            translate(&OffsetMap::default(), false, 0),
+            Err(Untranslatable::NothingReplicated)
+        );
+        let mut m = OffsetMap::default();
+        m.add(
+            &[OffsetRun {
+                source_start: 50,
+                target_start: 60,
+                len: 5,
+            }],
+            55,
+            65,
+        );
+        m.seal();
+        assert!(matches!(
+            translate(&m, true, 10),
+            Err(Untranslatable::MappingExpired { .. })
+        ));
+        // Complete history: offsets before the first copy are source data
+        // that never existed or was deleted before copying.
+        assert_eq!(translate(&m, false, 10).unwrap().target_offset, 60);
+    }
+}

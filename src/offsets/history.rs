@@ -1,0 +1,61 @@
+//! Reading the offset mapping back from the progress topic: the full
+//! history of what eosmirror copied where, committed with the copies.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use anyhow::{bail, Context};
+
+use super::mapping::OffsetMap;
+use crate::read::{RangeReader, ReadError, Side};
+use crate::replication::progress::{ProgressRecord, PROGRESS_PARTITION};
+
+/// Offset mappings by source topic and partition.
+pub type Mappings = BTreeMap<(String, i32), OffsetMap>;
+
+/// Reads the whole progress topic (committed records only) into one
+/// mapping per verified source partition. Also tells whether its history
+/// was truncated by retention.
+pub fn read_mappings(
+    target: &Side,
+    progress_topic: &str,
+    wanted: &BTreeSet<(String, i32)>,
+) -> anyhow::Result<(Mappings, bool)> {
+    let (low, high) = match target.watermarks(progress_topic, PROGRESS_PARTITION) {
+        Ok(marks) => marks,
+        Err(ReadError::Kafka { source, .. }) if source.to_string().contains("Unknown") => bail!(
+            "the target has no progress topic {progress_topic}: it holds no copy made by eosmirror with this --source.alias. Pass the alias `run` used, or use --mode sequence for copies made by other tools"
+        ),
+        Err(e) => return Err(e.into()),
+    };
+    let mut maps = Mappings::new();
+    let reader = RangeReader::open(
+        target,
+        progress_topic,
+        PROGRESS_PARTITION,
+        low,
+        high,
+        true,
+        Arc::default(),
+    )?;
+    for record in reader {
+        let record = record?;
+        let offset = record.offset;
+        let record = ProgressRecord::decode(record.value.as_deref().unwrap_or_default())
+            .with_context(|| {
+                format!("progress topic {progress_topic} offset {offset} is unreadable")
+            })?;
+        let key = (record.source.topic.clone(), record.source.partition);
+        if wanted.contains(&key) {
+            maps.entry(key).or_default().add(
+                &record.runs,
+                record.next_source_offset,
+                record.next_target_offset,
+            );
+        }
+    }
+    for map in maps.values_mut() {
+        map.seal();
+    }
+    Ok((maps, low > 0))
+}

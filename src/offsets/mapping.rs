@@ -1,0 +1,171 @@
+//! The exact source→target offset mapping of one partition, rebuilt from
+//! the progress records eosmirror committed with the data.
+//!
+//! Memory is proportional to the number of offset runs (one per stretch
+//! without gaps on either side), not to the number of records.
+
+use eosmirror_state::OffsetRun;
+
+/// The mapping of one source partition, plus what the progress records say
+/// about how far replication got.
+#[derive(Debug, Clone, Default)]
+pub struct OffsetMap {
+    /// Runs sorted by source offset, without overlaps.
+    by_source: Vec<OffsetRun>,
+    /// Every run as recorded (overlapping ones included), sorted by target
+    /// offset: answers "which source record is this target record a copy of?".
+    by_target: Vec<OffsetRun>,
+    /// Next source offset to copy (the replicated position), if any
+    /// progress record was seen.
+    pub replicated_position: Option<i64>,
+    /// Target offset just past the last copy.
+    pub replicated_target_end: Option<i64>,
+}
+
+impl OffsetMap {
+    /// Adds one progress record's runs and position. Records arrive in
+    /// commit order, so positions only move forward.
+    pub fn add(&mut self, runs: &[OffsetRun], next_source_offset: i64, next_target_offset: i64) {
+        for run in runs {
+            self.by_target.push(*run);
+            let overlaps_previous = self
+                .by_source
+                .last()
+                .is_some_and(|last| run.source_start < last.source_end());
+            if overlaps_previous {
+                // A second copy of source offsets already mapped: the source
+                // view keeps the first; the target view knows both, so the
+                // second copy is reported as a duplicate where it is met.
+                continue;
+            }
+            match self.by_source.last_mut() {
+                Some(last)
+                    if last.source_end() == run.source_start
+                        && last.target_end() == run.target_start =>
+                {
+                    last.len += run.len
+                }
+                _ => self.by_source.push(*run),
+            }
+        }
+        self.replicated_position = Some(
+            self.replicated_position
+                .map_or(next_source_offset, |p| p.max(next_source_offset)),
+        );
+        self.replicated_target_end = Some(
+            self.replicated_target_end
+                .map_or(next_target_offset, |p| p.max(next_target_offset)),
+        );
+    }
+
+    /// Sorts the target view; call once after the last [`OffsetMap::add`].
+    pub fn seal(&mut self) {
+        self.by_target.sort_by_key(|r| r.target_start);
+        self.by_target.dedup();
+    }
+
+    /// Target offset of the copy of `source_offset`, if the mapping has one.
+    pub fn target_of(&self, source_offset: i64) -> Option<i64> {
+        let i = self
+            .by_source
+            .partition_point(|r| r.source_end() <= source_offset);
+        let run = self.by_source.get(i)?;
+        (run.source_start <= source_offset)
+            .then(|| run.target_start + (source_offset - run.source_start))
+    }
+
+    /// Source offset whose copy the mapping places at `target_offset`.
+    pub fn source_of(&self, target_offset: i64) -> Option<i64> {
+        let i = self
+            .by_target
+            .partition_point(|r| r.target_end() <= target_offset);
+        let run = self.by_target.get(i)?;
+        (run.target_start <= target_offset)
+            .then(|| run.source_start + (target_offset - run.target_start))
+    }
+
+    /// First mapped source offset at or after `source_offset`, with its target.
+    pub fn first_at_or_after(&self, source_offset: i64) -> Option<(i64, i64)> {
+        let i = self
+            .by_source
+            .partition_point(|r| r.source_end() <= source_offset);
+        let run = self.by_source.get(i)?;
+        let s = run.source_start.max(source_offset);
+        Some((s, run.target_start + (s - run.source_start)))
+    }
+
+    /// First mapped target offset at or after `target_offset`, with its source.
+    pub fn first_target_at_or_after(&self, target_offset: i64) -> Option<(i64, i64)> {
+        let i = self
+            .by_source
+            .partition_point(|r| r.target_end() <= target_offset);
+        let run = self.by_source.get(i)?;
+        let t = run.target_start.max(target_offset);
+        Some((run.source_start + (t - run.target_start), t))
+    }
+
+    /// The source offset `count` mapped records before the end (for
+    /// `--last N`); the first mapped offset if fewer are mapped.
+    pub fn nth_from_end(&self, count: u64) -> Option<i64> {
+        let mut left = count;
+        for run in self.by_source.iter().rev() {
+            if left <= run.len {
+                return Some(run.source_end() - left as i64);
+            }
+            left -= run.len;
+        }
+        self.by_source.first().map(|r| r.source_start)
+    }
+
+    /// First mapped source offset.
+    pub fn first_source(&self) -> Option<i64> {
+        self.by_source.first().map(|r| r.source_start)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(source_start: i64, target_start: i64, len: u64) -> OffsetRun {
+        OffsetRun {
+            source_start,
+            target_start,
+            len,
+        }
+    }
+
+    fn map(runs: &[OffsetRun]) -> OffsetMap {
+        let mut m = OffsetMap::default();
+        for r in runs {
+            m.add(&[*r], r.source_end(), r.target_end() + 1);
+        }
+        m.seal();
+        m
+    }
+
+    #[test]
+    fn maps_both_ways_across_gaps() {
+        // Source gap at 3 (a marker), target marker after each transaction.
+        let m = map(&[run(0, 0, 3), run(4, 4, 2), run(6, 7, 1)]);
+        assert_eq!(m.target_of(2), Some(2));
+        assert_eq!(m.target_of(3), None);
+        assert_eq!(m.target_of(6), Some(7));
+        assert_eq!(m.target_of(7), None);
+        assert_eq!(m.source_of(6), None);
+        assert_eq!(m.source_of(7), Some(6));
+        assert_eq!(m.first_at_or_after(3), Some((4, 4)));
+        assert_eq!(m.first_target_at_or_after(6), Some((6, 7)));
+        assert_eq!(m.nth_from_end(2), Some(5));
+        assert_eq!(m.nth_from_end(100), Some(0));
+        assert_eq!(m.replicated_position, Some(7));
+    }
+
+    #[test]
+    fn contiguous_runs_coalesce_and_overlaps_map_back_only() {
+        let m = map(&[run(0, 0, 2), run(2, 2, 2), run(3, 10, 1)]);
+        assert_eq!(m.by_source.len(), 1);
+        assert_eq!(m.target_of(3), Some(3));
+        assert_eq!(m.source_of(10), Some(3));
+    }
+}

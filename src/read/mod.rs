@@ -1,0 +1,285 @@
+//! Streaming reads of one partition range, position-based so that
+//! transaction markers and aborted records (which a reader never returns)
+//! still count as progress. Blocking: callers run them on their own threads.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use rdkafka::config::ClientConfig;
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::error::KafkaError;
+use rdkafka::message::Message;
+use rdkafka::{Offset, TopicPartitionList};
+
+pub mod record;
+
+use record::RecordImage;
+
+/// Why a partition could not be read to the end of its range.
+#[derive(Debug, thiserror::Error)]
+pub enum ReadError {
+    #[error("{side} {topic}-{partition}: {source}")]
+    Kafka {
+        side: &'static str,
+        topic: String,
+        partition: i32,
+        #[source]
+        source: KafkaError,
+    },
+    #[error("{side} {topic}-{partition}: no progress for {limit:?} at offset {position} (range ends at {end}); a transaction there stays open, or the cluster stopped answering")]
+    Stalled {
+        side: &'static str,
+        topic: String,
+        partition: i32,
+        position: i64,
+        end: i64,
+        limit: Duration,
+    },
+    #[error("{side} {topic}-{partition}: records from offset {requested} were deleted (the partition now starts at a later offset) while verify read them")]
+    Deleted {
+        side: &'static str,
+        topic: String,
+        partition: i32,
+        requested: i64,
+    },
+}
+
+/// Where and how to read: one side's connection settings.
+#[derive(Clone)]
+pub struct Side {
+    /// "source" or "target", for messages.
+    pub name: &'static str,
+    /// Connection settings only (bootstrap, security).
+    pub connection: ClientConfig,
+    /// Bound on each reader's prefetch queue (KiB).
+    pub queue_kbytes: usize,
+    /// Longest a read may make no progress.
+    pub stall_limit: Duration,
+}
+
+impl Side {
+    /// A reader of `topic`-`partition` with the given isolation, assigned at
+    /// `offset`. The group id is only there so librdkafka tracks positions;
+    /// nothing joins or commits.
+    fn consumer(
+        &self,
+        topic: &str,
+        partition: i32,
+        offset: i64,
+        committed: bool,
+    ) -> Result<BaseConsumer, ReadError> {
+        let kafka = self.kafka(topic, partition);
+        let consumer: BaseConsumer = self
+            .connection
+            .clone()
+            .set("group.id", "__eosmirror.verify")
+            .set("enable.auto.commit", "false")
+            .set("enable.partition.eof", "false")
+            .set("auto.offset.reset", "error")
+            .set(
+                "isolation.level",
+                if committed {
+                    "read_committed"
+                } else {
+                    "read_uncommitted"
+                },
+            )
+            .set("queued.max.messages.kbytes", self.queue_kbytes.to_string())
+            .set("fetch.message.max.bytes", (1 << 20).to_string())
+            .create()
+            .map_err(&kafka)?;
+        let mut assignment = TopicPartitionList::new();
+        assignment
+            .add_partition_offset(topic, partition, Offset::Offset(offset))
+            .map_err(&kafka)?;
+        consumer.assign(&assignment).map_err(&kafka)?;
+        Ok(consumer)
+    }
+
+    fn kafka(&self, topic: &str, partition: i32) -> impl Fn(KafkaError) -> ReadError {
+        let (side, topic) = (self.name, topic.to_string());
+        move |source| ReadError::Kafka {
+            side,
+            topic: topic.clone(),
+            partition,
+            source,
+        }
+    }
+
+    /// Low and high watermark (`read_uncommitted` view).
+    pub fn watermarks(&self, topic: &str, partition: i32) -> Result<(i64, i64), ReadError> {
+        let client: BaseConsumer = self
+            .connection
+            .create()
+            .map_err(self.kafka(topic, partition))?;
+        client
+            .fetch_watermarks(topic, partition, self.stall_limit)
+            .map_err(self.kafka(topic, partition))
+    }
+
+    /// First offset whose timestamp is at or after `ms`; `None` if none is.
+    pub fn offset_for_time(
+        &self,
+        topic: &str,
+        partition: i32,
+        ms: i64,
+    ) -> Result<Option<i64>, ReadError> {
+        let client: BaseConsumer = self
+            .connection
+            .create()
+            .map_err(self.kafka(topic, partition))?;
+        let mut query = TopicPartitionList::new();
+        query
+            .add_partition_offset(topic, partition, Offset::Offset(ms))
+            .map_err(self.kafka(topic, partition))?;
+        let answer = client
+            .offsets_for_times(query, self.stall_limit)
+            .map_err(self.kafka(topic, partition))?;
+        Ok(answer
+            .find_partition(topic, partition)
+            .and_then(|p| match p.offset() {
+                Offset::Offset(o) => Some(o),
+                _ => None,
+            }))
+    }
+}
+
+/// Committed (or all) records of one partition in `[from, end)`, in order.
+pub struct RangeReader {
+    side: Side,
+    consumer: BaseConsumer,
+    topic: String,
+    partition: i32,
+    from: i64,
+    end: i64,
+    done: bool,
+    /// Offsets consumed so far, shared with the progress display.
+    progress: Arc<AtomicU64>,
+    last_position: i64,
+    last_progress: Instant,
+}
+
+impl RangeReader {
+    pub fn open(
+        side: &Side,
+        topic: &str,
+        partition: i32,
+        from: i64,
+        end: i64,
+        committed: bool,
+        progress: Arc<AtomicU64>,
+    ) -> Result<RangeReader, ReadError> {
+        let consumer = if from < end {
+            side.consumer(topic, partition, from, committed)?
+        } else {
+            // Nothing to read; a client is still needed for the type.
+            side.connection
+                .create()
+                .map_err(side.kafka(topic, partition))?
+        };
+        Ok(RangeReader {
+            side: side.clone(),
+            consumer,
+            topic: topic.to_string(),
+            partition,
+            from,
+            end,
+            done: from >= end,
+            progress,
+            last_position: from,
+            last_progress: Instant::now(),
+        })
+    }
+
+    fn fetch_position(&self) -> Result<i64, ReadError> {
+        let position = self
+            .consumer
+            .position()
+            .map_err(self.side.kafka(&self.topic, self.partition))?;
+        Ok(position
+            .find_partition(&self.topic, self.partition)
+            .and_then(|p| match p.offset() {
+                Offset::Offset(o) => Some(o),
+                _ => None,
+            })
+            .unwrap_or(self.from))
+    }
+
+    fn advance_to(&mut self, position: i64) {
+        if position > self.last_position {
+            self.progress
+                .fetch_add((position - self.last_position) as u64, Ordering::Relaxed);
+            self.last_position = position;
+            self.last_progress = Instant::now();
+        }
+    }
+
+    pub fn next_record(&mut self) -> Result<Option<RecordImage>, ReadError> {
+        while !self.done {
+            match self.consumer.poll(Duration::from_millis(100)) {
+                Some(Ok(message)) if message.offset() < self.end => {
+                    let record = RecordImage::from_message(&message);
+                    drop(message);
+                    self.advance_to(record.offset + 1);
+                    return Ok(Some(record));
+                }
+                Some(Ok(_)) => {
+                    self.advance_to(self.end);
+                    self.done = true;
+                }
+                Some(Err(KafkaError::MessageConsumption(
+                    rdkafka::types::RDKafkaErrorCode::AutoOffsetReset
+                    | rdkafka::types::RDKafkaErrorCode::OffsetOutOfRange,
+                ))) => {
+                    return Err(ReadError::Deleted {
+                        side: self.side.name,
+                        topic: self.topic.clone(),
+                        partition: self.partition,
+                        requested: self.last_position,
+                    })
+                }
+                Some(Err(e)) => return Err(self.side.kafka(&self.topic, self.partition)(e)),
+                None => {
+                    // Markers and aborted records move the position without
+                    // returning anything.
+                    let position = self.fetch_position()?;
+                    self.advance_to(position.min(self.end));
+                    if position >= self.end {
+                        self.done = true;
+                    } else if self.last_progress.elapsed() > self.side.stall_limit {
+                        return Err(ReadError::Stalled {
+                            side: self.side.name,
+                            topic: self.topic.clone(),
+                            partition: self.partition,
+                            position,
+                            end: self.end,
+                            limit: self.side.stall_limit,
+                        });
+                    }
+                }
+            }
+        }
+        Ok(None)
+    }
+}
+
+impl Iterator for RangeReader {
+    type Item = Result<RecordImage, ReadError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        self.next_record().transpose()
+    }
+}
+
+/// Offset of the first committed record in `[from, end)`, if any.
+pub fn first_committed(
+    side: &Side,
+    topic: &str,
+    partition: i32,
+    from: i64,
+    end: i64,
+) -> Result<Option<i64>, ReadError> {
+    let mut reader = RangeReader::open(side, topic, partition, from, end, true, Arc::default())?;
+    Ok(reader.next_record()?.map(|r| r.offset))
+}

@@ -1,0 +1,195 @@
+//! `eosmirror translate`: a consumer group's source offsets, translated
+//! exactly into target offsets through the mapping eosmirror committed with
+//! the copies; with `--apply`, committed to the same group on the target.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt::Write as _;
+use std::time::Duration;
+
+use anyhow::bail;
+use serde::Serialize;
+
+use crate::cli::groups_args::TranslateArgs;
+use crate::clusters::{connect_both, Cluster, CONNECT_TIMEOUT};
+use crate::groups::apply::{apply, Applied};
+use crate::groups::translation::{translate, Translation, TranslationKind};
+use crate::groups::TopicPartition;
+use crate::offsets::history::read_mappings;
+use crate::replication::progress::InternalTopics;
+use crate::topics::filter::TopicFilter;
+use crate::topics::target::partition_counts;
+
+/// Prefetch bound of the mapping reader (KiB).
+const MAPPING_QUEUE_KBYTES: usize = 16 * 1024;
+
+/// One partition of a group's translation.
+#[derive(Debug, Clone, Serialize)]
+pub struct PartitionTranslation {
+    pub topic: String,
+    pub partition: i32,
+    pub source_offset: i64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub translation: Option<Translation>,
+    /// Why there is no translation.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// With --apply: `applied`, `unchanged`; the target's offset before.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub action: Option<&'static str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub target_offset_before: Option<i64>,
+}
+
+/// A group's translation (and what applying it did).
+#[derive(Debug, Clone, Serialize)]
+pub struct GroupTranslation {
+    pub group: String,
+    pub partitions: Vec<PartitionTranslation>,
+}
+
+impl GroupTranslation {
+    /// Target offsets to commit; `None` if any partition has no translation.
+    pub fn target_offsets(&self) -> Option<BTreeMap<TopicPartition, i64>> {
+        self.partitions
+            .iter()
+            .map(|p| Some(((p.topic.clone(), p.partition), p.translation?.target_offset)))
+            .collect()
+    }
+
+    /// Records what applying did.
+    pub fn record_applied(&mut self, applied: &Applied) {
+        for p in &mut self.partitions {
+            let key = (p.topic.clone(), p.partition);
+            if let Some((before, _)) = applied.committed.get(&key) {
+                p.action = Some("applied");
+                p.target_offset_before = *before;
+            } else if applied.unchanged.contains(&key) {
+                p.action = Some("unchanged");
+                p.target_offset_before = p.translation.map(|t| t.target_offset);
+            }
+        }
+    }
+
+    pub fn to_text(&self) -> String {
+        let mut out = String::new();
+        for p in &self.partitions {
+            let _ = write!(
+                out,
+                "group {}: {}-{}: source offset {}",
+                self.group, p.topic, p.partition, p.source_offset
+            );
+            match (&p.translation, &p.error) {
+                (Some(t), _) => {
+                    let _ = write!(out, " -> target offset {}", t.target_offset);
+                    match t.kind {
+                        TranslationKind::Exact => out.push_str(" (exact)"),
+                        TranslationKind::Tail => {
+                            let _ = write!(out, " (replicated tail: not copied yet; up to {} consumed records will be read again once copied)", t.rereads);
+                        }
+                    }
+                }
+                (None, Some(e)) => {
+                    let _ = write!(out, ": no translation: {e}");
+                }
+                (None, None) => {}
+            }
+            match (p.action, p.target_offset_before) {
+                (Some(action), Some(before)) => {
+                    let _ = write!(out, " [{action}; target group was at {before}]");
+                }
+                (Some(action), None) => {
+                    let _ = write!(out, " [{action}; target group had no offset]");
+                }
+                _ => {}
+            }
+            out.push('\n');
+        }
+        out
+    }
+}
+
+/// Partitions replicated by this mirror: source topics (optionally
+/// filtered) that exist on the target too.
+pub fn replicated_partitions(
+    source: &Cluster,
+    target: &Cluster,
+    topics: Option<&TopicFilter>,
+) -> anyhow::Result<Vec<TopicPartition>> {
+    let on_source = partition_counts(&source.connection, "source", CONNECT_TIMEOUT)?;
+    let on_target = partition_counts(&target.connection, "target", CONNECT_TIMEOUT)?;
+    Ok(on_source
+        .iter()
+        .filter(|(name, _)| !name.starts_with("__") && on_target.contains_key(*name))
+        .filter(|(name, _)| topics.is_none_or(|f| f.matches(name)))
+        .flat_map(|(name, &n)| (0..n).map(move |p| (name.clone(), p)))
+        .collect())
+}
+
+/// Translates `offsets` (a group's committed source offsets) through the
+/// mapping on the target.
+pub fn translate_offsets(
+    target: &Cluster,
+    alias: &str,
+    group: &str,
+    offsets: &BTreeMap<TopicPartition, i64>,
+) -> anyhow::Result<GroupTranslation> {
+    let side = target.side(MAPPING_QUEUE_KBYTES, Duration::from_secs(120));
+    let wanted: BTreeSet<TopicPartition> = offsets.keys().cloned().collect();
+    let progress = InternalTopics::for_alias(alias).progress;
+    let (maps, truncated) = read_mappings(&side, &progress, &wanted)?;
+    let empty = Default::default();
+    let partitions = offsets
+        .iter()
+        .map(|((topic, partition), &source_offset)| {
+            let map = maps.get(&(topic.clone(), *partition)).unwrap_or(&empty);
+            let result = translate(map, truncated, source_offset);
+            PartitionTranslation {
+                topic: topic.clone(),
+                partition: *partition,
+                source_offset,
+                error: result.as_ref().err().map(|e| e.to_string()),
+                translation: result.ok(),
+                action: None,
+                target_offset_before: None,
+            }
+        })
+        .collect();
+    Ok(GroupTranslation {
+        group: group.to_string(),
+        partitions,
+    })
+}
+
+/// Runs `eosmirror translate`. Blocking.
+pub fn run(args: &TranslateArgs) -> anyhow::Result<GroupTranslation> {
+    let topics = args
+        .topic
+        .as_deref()
+        .map(|t| TopicFilter::new(t, None))
+        .transpose()?;
+    let (source, target) = connect_both(&args.clusters)?;
+    let partitions = replicated_partitions(&source, &target, topics.as_ref())?;
+    let offsets = source.groups().committed(&args.group, &partitions)?;
+    if offsets.is_empty() {
+        bail!(
+            "group {:?} has no committed offsets on the source for any replicated topic{}; check the group name (eosmirror translate translates committed offsets only)",
+            args.group,
+            args.topic.as_ref().map(|t| format!(" matching {t:?}")).unwrap_or_default()
+        );
+    }
+    let mut translation =
+        translate_offsets(&target, &args.clusters.source_alias, &args.group, &offsets)?;
+    if args.apply {
+        let Some(target_offsets) = translation.target_offsets() else {
+            bail!("{}not applying: some partitions have no translation, and a group is moved all at once or not at all", translation.to_text());
+        };
+        let applied = apply(
+            &target.groups(),
+            &args.group,
+            &target_offsets,
+            args.allow_rewind,
+        )?;
+        translation.record_applied(&applied);
+    }
+    Ok(translation)
+}

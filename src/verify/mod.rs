@@ -1,0 +1,367 @@
+//! `eosmirror verify`: is the target an exact copy of the source?
+//!
+//! Mapped mode pairs every committed source record with its copy through
+//! the offset mapping eosmirror committed atomically with the copies (the
+//! progress records), so no header is needed on data records and a
+//! difference is found at the very record where it happens. Sequence mode
+//! compares copies made by other tools record by record in order.
+//!
+//! Consistency of the snapshot (mapped mode): the target's high watermarks
+//! are taken first, then verify waits until every transaction below them
+//! has ended, and only then reads the progress topic to its end. Every
+//! eosmirror transaction that wrote a target record in the checked range
+//! has therefore committed (or aborted) before the mapping is read, and its
+//! progress record — written in the same transaction — is in the mapping.
+//! So no record of a running mirror is ever mistaken for an unexpected one.
+
+pub mod judge;
+pub mod lookups;
+pub mod plan;
+pub mod progress_line;
+pub mod range;
+pub mod report;
+
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::atomic::AtomicU64;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::bail;
+
+use crate::cli::verify_args::{PairingMode, VerifyArgs};
+use crate::config::ClientRole;
+use crate::connect::cluster_id;
+use crate::offsets::history::read_mappings;
+use crate::offsets::mapping::OffsetMap;
+use crate::read::{first_committed, RangeReader, ReadError, Side};
+use crate::replication::progress::InternalTopics;
+use crate::run::{connection_only, load_client_config};
+use crate::topics::filter::TopicFilter;
+use crate::topics::target::partition_counts;
+use lookups::SourceLookups;
+use plan::{plan_mapped, PlanInputs, Watermarks};
+use range::{Range, SideName, Starts};
+use report::{PartitionReport, Report};
+
+/// How long start-up waits for a cluster to answer.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// One partition's work: what to read on each side, and how to pair.
+struct Job {
+    report: PartitionReport,
+    /// Exact mapping (mapped mode only).
+    map: Option<OffsetMap>,
+}
+
+/// Runs verify and returns its report. Blocking: run it off the async
+/// runtime.
+pub fn verify(args: &VerifyArgs) -> anyhow::Result<Report> {
+    let started = Instant::now();
+    let filter = TopicFilter::new(&args.include, args.exclude.as_deref())?;
+    let range = match (&args.since, args.last) {
+        (Some(t), _) => Range::Since(range::parse_time(t)?),
+        (None, Some(n)) => Range::Last(n),
+        (None, None) => Range::All,
+    };
+    let starts = range::parse_starts(&args.starts)?;
+    if args.mode == PairingMode::Mapped && (!starts.is_empty() || !args.target_prefix.is_empty()) {
+        bail!("--start and --target.prefix apply to --mode sequence only; mapped mode finds both from eosmirror's offset mapping");
+    }
+    let source_config = load_client_config(&args.consumer_config, ClientRole::Consumer)?;
+    let target_config = load_client_config(&args.producer_config, ClientRole::Producer)?;
+    let stall_limit = Duration::from_millis(args.stall_timeout_ms);
+    let readers = 2 * usize::from(args.parallelism);
+    let queue_kbytes = (args.max_memory_bytes / readers / 1024).max(1);
+    let source = Side {
+        name: "source",
+        connection: connection_only(&source_config),
+        queue_kbytes,
+        stall_limit,
+    };
+    let target = Side {
+        name: "target",
+        connection: connection_only(&target_config),
+        queue_kbytes,
+        stall_limit,
+    };
+    cluster_id(
+        &source.connection,
+        "source",
+        &args.consumer_config,
+        CONNECT_TIMEOUT,
+    )?;
+    cluster_id(
+        &target.connection,
+        "target",
+        &args.producer_config,
+        CONNECT_TIMEOUT,
+    )?;
+
+    let source_topics = partition_counts(&source.connection, "source", CONNECT_TIMEOUT)?;
+    let target_topics = partition_counts(&target.connection, "target", CONNECT_TIMEOUT)?;
+    let selected: Vec<(String, i32)> = source_topics
+        .iter()
+        .filter(|(name, _)| filter.matches(name))
+        .map(|(name, &n)| (name.clone(), n))
+        .collect();
+    if selected.is_empty() {
+        bail!(
+            "no source topic matches --include {:?}{}; check the pattern (topics on the source: {})",
+            args.include,
+            args.exclude.as_ref().map(|e| format!(" --exclude {e:?}")).unwrap_or_default(),
+            source_topics.keys().filter(|t| !t.starts_with("__")).cloned().collect::<Vec<_>>().join(", ")
+        );
+    }
+
+    let mut jobs = Vec::new();
+    for (topic, partitions) in &selected {
+        let target_topic = format!("{}{topic}", args.target_prefix);
+        let target_partitions = target_topics.get(&target_topic).copied().unwrap_or(0);
+        for partition in 0..*partitions {
+            let mut report = PartitionReport {
+                topic: topic.clone(),
+                target_topic: target_topic.clone(),
+                partition,
+                ..PartitionReport::default()
+            };
+            if partition >= target_partitions {
+                report.unverifiable.push(if target_partitions == 0 {
+                    format!("the target has no topic {target_topic}")
+                } else {
+                    format!("the target topic {target_topic} has {target_partitions} partitions; partition {partition} is missing")
+                });
+            }
+            jobs.push(Job { report, map: None });
+        }
+    }
+
+    match args.mode {
+        PairingMode::Mapped => {
+            plan_mapped_jobs(&mut jobs, &source, &target, &args.source_alias, range)?
+        }
+        PairingMode::Sequence => plan_sequence_jobs(&mut jobs, &source, &target, range, &starts)?,
+    }
+    for (side, topic, partition) in starts.keys() {
+        let known = jobs.iter().any(|j| {
+            j.report.partition == *partition
+                && match side {
+                    SideName::Source => j.report.topic == *topic,
+                    SideName::Target => j.report.target_topic == *topic,
+                }
+        });
+        if !known {
+            bail!("--start names {topic}-{partition}, which is not among the verified partitions");
+        }
+    }
+
+    let total: u64 = jobs
+        .iter()
+        .map(|j| {
+            (j.report.source_range.1 - j.report.source_range.0 + j.report.target_range.1
+                - j.report.target_range.0)
+                .max(0) as u64
+        })
+        .sum();
+    let read = Arc::new(AtomicU64::new(0));
+    let display = progress_line::ProgressLine::start(total, Arc::clone(&read));
+    let reports = run_jobs(jobs, &source, &target, usize::from(args.parallelism), &read);
+    display.finish();
+    let mode = match args.mode {
+        PairingMode::Mapped => "mapped",
+        PairingMode::Sequence => "sequence",
+    };
+    Ok(Report::new(mode, reports, started.elapsed().as_secs_f64()))
+}
+
+/// Reads the offset mapping and plans every partition (mapped mode).
+fn plan_mapped_jobs(
+    jobs: &mut [Job],
+    source: &Side,
+    target: &Side,
+    alias: &str,
+    range: Range,
+) -> anyhow::Result<()> {
+    let mut target_marks = BTreeMap::new();
+    for job in jobs.iter().filter(|j| j.report.unverifiable.is_empty()) {
+        let r = &job.report;
+        let (low, high) = target.watermarks(&r.target_topic, r.partition)?;
+        target_marks.insert(
+            (r.target_topic.clone(), r.partition),
+            Watermarks { low, high },
+        );
+    }
+    // Every transaction below the snapshot must end before the mapping is
+    // read (see the module comment).
+    for ((topic, partition), marks) in &target_marks {
+        if marks.high > marks.low {
+            let mut tail = RangeReader::open(
+                target,
+                topic,
+                *partition,
+                marks.high - 1,
+                marks.high,
+                true,
+                Arc::default(),
+            )?;
+            while tail.next().transpose()?.is_some() {}
+        }
+    }
+    let topics = InternalTopics::for_alias(alias);
+    let wanted = jobs
+        .iter()
+        .map(|j| (j.report.topic.clone(), j.report.partition))
+        .collect();
+    let (maps, history_truncated) = read_mappings(target, &topics.progress, &wanted)?;
+
+    for job in jobs.iter_mut().filter(|j| j.report.unverifiable.is_empty()) {
+        let r = &mut job.report;
+        let (low, high) = source.watermarks(&r.topic, r.partition)?;
+        let source_marks = Watermarks { low, high };
+        let map = maps
+            .get(&(r.topic.clone(), r.partition))
+            .cloned()
+            .unwrap_or_default();
+        let since_offset = match range {
+            Range::Since(ms) => source.offset_for_time(&r.topic, r.partition, ms)?,
+            _ => None,
+        };
+        let plan = plan_mapped(&PlanInputs {
+            range,
+            source: source_marks,
+            target: target_marks[&(r.target_topic.clone(), r.partition)],
+            map: &map,
+            history_truncated,
+            since_offset,
+        });
+        r.source_range = (plan.source_from, plan.source_to);
+        r.target_range = (plan.target_from, plan.target_to);
+        r.unverifiable.extend(plan.unverifiable);
+        if let Some(from) = plan.unreplicated_from {
+            if let Some(first) =
+                first_committed(source, &r.topic, r.partition, from, source_marks.high)?
+            {
+                r.not_yet_replicated = Some((first, source_marks.high));
+            }
+        }
+        job.map = Some(map);
+    }
+    Ok(())
+}
+
+/// Plans every partition for order-based comparison (sequence mode).
+fn plan_sequence_jobs(
+    jobs: &mut [Job],
+    source: &Side,
+    target: &Side,
+    range: Range,
+    starts: &Starts,
+) -> anyhow::Result<()> {
+    for job in jobs.iter_mut().filter(|j| j.report.unverifiable.is_empty()) {
+        let r = &mut job.report;
+        let (s_low, s_high) = source.watermarks(&r.topic, r.partition)?;
+        let (t_low, t_high) = target.watermarks(&r.target_topic, r.partition)?;
+        let (mut s_from, mut t_from) = match range {
+            Range::All => (s_low, t_low),
+            // Copies keep source timestamps, so the same time finds the
+            // same place on both sides.
+            Range::Since(ms) => (
+                source
+                    .offset_for_time(&r.topic, r.partition, ms)?
+                    .unwrap_or(s_high),
+                target
+                    .offset_for_time(&r.target_topic, r.partition, ms)?
+                    .unwrap_or(t_high),
+            ),
+            Range::Last(n) => (
+                (s_high - n as i64).max(s_low),
+                (t_high - n as i64).max(t_low),
+            ),
+        };
+        if let Some(&o) = starts.get(&(SideName::Source, r.topic.clone(), r.partition)) {
+            s_from = o;
+        }
+        if let Some(&o) = starts.get(&(SideName::Target, r.target_topic.clone(), r.partition)) {
+            t_from = o;
+        }
+        if s_from < s_low {
+            r.unverifiable.push(format!("source offsets [{s_from}, {s_low}) were deleted from the source (retention or DeleteRecords); start later with --start source:{}:{}={s_low}", r.topic, r.partition));
+            s_from = s_low;
+        }
+        if t_from < t_low {
+            r.unverifiable.push(format!("target offsets [{t_from}, {t_low}) were deleted from the target; start later with --start target:{}:{}={t_low}", r.target_topic, r.partition));
+            t_from = t_low;
+        }
+        r.source_range = (s_from, s_high.max(s_from));
+        r.target_range = (t_from, t_high.max(t_from));
+    }
+    Ok(())
+}
+
+/// Checks the partitions, `parallelism` at a time, each on its own thread.
+fn run_jobs(
+    jobs: Vec<Job>,
+    source: &Side,
+    target: &Side,
+    parallelism: usize,
+    read: &Arc<AtomicU64>,
+) -> Vec<PartitionReport> {
+    let count = jobs.len();
+    let queue = Mutex::new(jobs.into_iter().enumerate().collect::<VecDeque<_>>());
+    let done = Mutex::new(Vec::with_capacity(count));
+    std::thread::scope(|scope| {
+        for _ in 0..parallelism.min(count) {
+            scope.spawn(|| loop {
+                let Some((index, job)) = queue.lock().expect("queue lock").pop_front() else {
+                    break;
+                };
+                let report = check_partition(job, source, target, read);
+                done.lock().expect("results lock").push((index, report));
+            });
+        }
+    });
+    let mut done = done.into_inner().expect("results lock");
+    done.sort_by_key(|(index, _)| *index);
+    done.into_iter().map(|(_, r)| r).collect()
+}
+
+/// Reads both sides of one partition and judges them. A read that cannot
+/// finish makes the partition unverifiable, naming why.
+fn check_partition(
+    job: Job,
+    source: &Side,
+    target: &Side,
+    read: &Arc<AtomicU64>,
+) -> PartitionReport {
+    let Job { mut report, map } = job;
+    let result = (|| -> Result<(), ReadError> {
+        let (s_from, s_to) = report.source_range;
+        let (t_from, t_to) = report.target_range;
+        let mut s = RangeReader::open(
+            source,
+            &report.topic,
+            report.partition,
+            s_from,
+            s_to,
+            true,
+            Arc::clone(read),
+        )?;
+        let mut t = RangeReader::open(
+            target,
+            &report.target_topic,
+            report.partition,
+            t_from,
+            t_to,
+            true,
+            Arc::clone(read),
+        )?;
+        let mut lookups = SourceLookups::new(source, &report.topic, report.partition);
+        match &map {
+            Some(map) => judge::judge_mapped(&mut s, &mut t, map, &mut lookups, &mut report),
+            None => judge::judge_sequence(&mut s, &mut t, &mut lookups, &mut report),
+        }
+    })();
+    if let Err(e) = result {
+        report.unverifiable.push(format!("reading stopped: {e}"));
+    }
+    report
+}

@@ -1,0 +1,266 @@
+//! Turning a range request, the watermarks of both sides and the offset
+//! mapping into the exact offsets to read, for mapped mode. Pure, so the
+//! edge cases (retention on either side, expired mapping history) are
+//! unit-tested.
+
+use super::range::Range;
+use crate::offsets::mapping::OffsetMap;
+
+/// A partition's first and next offset (`read_uncommitted` view).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Watermarks {
+    pub low: i64,
+    pub high: i64,
+}
+
+/// What is known about one partition before reading it.
+#[derive(Debug)]
+pub struct PlanInputs<'a> {
+    pub range: Range,
+    pub source: Watermarks,
+    pub target: Watermarks,
+    pub map: &'a OffsetMap,
+    /// The progress topic no longer starts at offset 0: old mappings were
+    /// deleted by its retention.
+    pub history_truncated: bool,
+    /// For `--since`: the source's first offset at or after the time.
+    pub since_offset: Option<i64>,
+}
+
+/// The offsets to read and what cannot be checked.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Plan {
+    pub source_from: i64,
+    pub source_to: i64,
+    pub target_from: i64,
+    pub target_to: i64,
+    pub unverifiable: Vec<String>,
+    /// Committed source records at or after this offset are not yet
+    /// replicated (checked separately, reported, not an error).
+    pub unreplicated_from: Option<i64>,
+}
+
+pub fn plan_mapped(i: &PlanInputs<'_>) -> Plan {
+    let map = i.map;
+    let position = map.replicated_position;
+    let mut unverifiable = Vec::new();
+    let no_history = |from: i64, to: i64| {
+        format!("no offset mapping for target offsets [{from}, {to}): the progress topic's retention (--progress.retention.ms of `run`) deleted it; verify a later range with --since or --last")
+    };
+
+    // Where the checked stretch starts, on both sides.
+    let (mut source_from, mut target_from) = match i.range {
+        Range::All => match map.first_target_at_or_after(i.target.low) {
+            Some((s, t)) => {
+                if i.history_truncated && t > i.target.low {
+                    unverifiable.push(no_history(i.target.low, t));
+                    (s, t)
+                } else {
+                    (s, i.target.low)
+                }
+            }
+            None => {
+                let end = map
+                    .replicated_target_end
+                    .unwrap_or(i.target.low)
+                    .max(i.target.low);
+                if i.history_truncated && i.target.high > i.target.low {
+                    unverifiable.push(no_history(i.target.low, i.target.high));
+                }
+                (position.unwrap_or(i.source.low), end)
+            }
+        },
+        Range::Since(_) | Range::Last(_) => {
+            let from = match i.range {
+                Range::Since(_) => i.since_offset.unwrap_or(i.source.high),
+                _ => map
+                    .nth_from_end(match i.range {
+                        Range::Last(n) => n,
+                        _ => unreachable!(),
+                    })
+                    .unwrap_or(position.unwrap_or(i.source.low)),
+            };
+            let target_from = match map.first_at_or_after(from) {
+                Some((_, t)) => t,
+                None => map.replicated_target_end.unwrap_or(i.target.high),
+            };
+            if i.history_truncated
+                && map.first_source().is_none_or(|first| first > from)
+                && position.is_some_and(|p| p > from)
+            {
+                let to = map.first_source().unwrap_or(position.unwrap_or(from));
+                unverifiable.push(format!("no offset mapping for source offsets [{from}, {to}): the progress topic's retention (--progress.retention.ms of `run`) deleted it; verify a later range with --since or --last"));
+            }
+            (from, target_from)
+        }
+    };
+
+    if source_from < i.source.low {
+        unverifiable.push(format!(
+            "source offsets [{source_from}, {}) were deleted from the source (retention or DeleteRecords) after they were copied, so their copies cannot be compared; verify what the source still has with --since or --last",
+            i.source.low
+        ));
+        source_from = i.source.low;
+        target_from = match map.first_at_or_after(source_from) {
+            Some((_, t)) => t.max(target_from),
+            None => map.replicated_target_end.unwrap_or(i.target.high),
+        };
+    }
+    let source_to = position
+        .map_or(source_from, |p| p.min(i.source.high))
+        .max(source_from);
+    let target_to = i.target.high.max(target_from);
+    let unreplicated_from = match position {
+        Some(p) if p < i.source.high => Some(p.max(i.source.low)),
+        Some(_) => None,
+        None => (i.source.high > i.source.low).then_some(i.source.low),
+    };
+    Plan {
+        source_from,
+        source_to,
+        target_from,
+        target_to,
+        unverifiable,
+        unreplicated_from,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use eosmirror_state::OffsetRun;
+
+    use super::*;
+
+    /// Source 0..100 copied to target 0..100 in two transactions (target
+    /// marker at 50 and 101), replicated position 100.
+    fn copied() -> OffsetMap {
+        let mut m = OffsetMap::default();
+        m.add(
+            &[OffsetRun {
+                source_start: 0,
+                target_start: 0,
+                len: 50,
+            }],
+            50,
+            50,
+        );
+        m.add(
+            &[OffsetRun {
+                source_start: 50,
+                target_start: 51,
+                len: 50,
+            }],
+            100,
+            101,
+        );
+        m.seal();
+        m
+    }
+
+    fn inputs(map: &OffsetMap, range: Range) -> PlanInputs<'_> {
+        PlanInputs {
+            range,
+            source: Watermarks { low: 0, high: 100 },
+            target: Watermarks { low: 0, high: 102 },
+            map,
+            history_truncated: false,
+            since_offset: None,
+        }
+    }
+
+    #[test]
+    fn all_covers_both_sides_entirely() {
+        let m = copied();
+        let p = plan_mapped(&inputs(&m, Range::All));
+        assert_eq!(
+            (p.source_from, p.source_to, p.target_from, p.target_to),
+            (0, 100, 0, 102)
+        );
+        assert!(p.unverifiable.is_empty());
+        assert_eq!(p.unreplicated_from, None);
+    }
+
+    #[test]
+    fn last_and_since_start_at_the_mapped_place() {
+        let m = copied();
+        let p = plan_mapped(&inputs(&m, Range::Last(10)));
+        assert_eq!((p.source_from, p.target_from), (90, 91));
+        let p = plan_mapped(&PlanInputs {
+            since_offset: Some(40),
+            ..inputs(&m, Range::Since(7))
+        });
+        assert_eq!((p.source_from, p.target_from), (40, 40));
+        let p = plan_mapped(&PlanInputs {
+            since_offset: None,
+            ..inputs(&m, Range::Since(7))
+        });
+        assert_eq!((p.source_from, p.source_to), (100, 100));
+    }
+
+    #[test]
+    fn source_retention_makes_the_early_range_unverifiable() {
+        let m = copied();
+        let p = plan_mapped(&PlanInputs {
+            source: Watermarks { low: 30, high: 100 },
+            ..inputs(&m, Range::All)
+        });
+        assert_eq!(p.unverifiable.len(), 1);
+        assert!(
+            p.unverifiable[0].contains("source offsets [0, 30)"),
+            "{:?}",
+            p.unverifiable
+        );
+        assert_eq!((p.source_from, p.target_from), (30, 30));
+        // --last inside what the source still has is fine.
+        let p = plan_mapped(&PlanInputs {
+            source: Watermarks { low: 30, high: 100 },
+            ..inputs(&m, Range::Last(20))
+        });
+        assert!(p.unverifiable.is_empty());
+    }
+
+    #[test]
+    fn expired_mapping_history_is_named() {
+        let mut m = OffsetMap::default();
+        m.add(
+            &[OffsetRun {
+                source_start: 50,
+                target_start: 51,
+                len: 50,
+            }],
+            100,
+            101,
+        );
+        m.seal();
+        let p = plan_mapped(&PlanInputs {
+            history_truncated: true,
+            ..inputs(&m, Range::All)
+        });
+        assert!(
+            p.unverifiable[0].contains("target offsets [0, 51)"),
+            "{:?}",
+            p.unverifiable
+        );
+        assert_eq!(p.target_from, 51);
+        // Without truncation, the unmapped records are judged (as unexpected).
+        let p = plan_mapped(&inputs(&m, Range::All));
+        assert!(p.unverifiable.is_empty());
+        assert_eq!((p.source_from, p.target_from), (50, 0));
+    }
+
+    #[test]
+    fn records_beyond_the_replicated_position_are_not_yet_replicated() {
+        let m = copied();
+        let p = plan_mapped(&PlanInputs {
+            source: Watermarks { low: 0, high: 120 },
+            ..inputs(&m, Range::All)
+        });
+        assert_eq!((p.source_to, p.unreplicated_from), (100, Some(100)));
+        let empty = OffsetMap::default();
+        let p = plan_mapped(&inputs(&empty, Range::All));
+        assert_eq!(
+            (p.source_from, p.source_to, p.unreplicated_from),
+            (0, 0, Some(0))
+        );
+    }
+}

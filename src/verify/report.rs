@@ -1,0 +1,287 @@
+//! What verify found: anomaly classes, per-partition and total tallies, and
+//! their text and JSON renderings.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use serde::Serialize;
+
+use crate::read::record::Field;
+
+/// How many offending offsets of each class a report shows per partition.
+pub const SAMPLES_PER_CLASS: usize = 5;
+
+/// The ways a copy can differ from its source. The names are the ones the
+/// chaos checker and Jepsen-style analyses use, so reports line up.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Class {
+    /// A committed source record with no copy on the target.
+    Missing,
+    /// A source record copied more than once.
+    Duplicated,
+    /// Copies present but not in the source's order.
+    Reordered,
+    /// A copy whose key, value, headers or timestamp differ from the source.
+    Altered,
+    /// A target record no source record accounts for.
+    Unexpected,
+    /// A record of an aborted source transaction visible on the target.
+    AbortedLeak,
+}
+
+impl Class {
+    pub const ALL: [Class; 6] = [
+        Class::Missing,
+        Class::Duplicated,
+        Class::Reordered,
+        Class::Altered,
+        Class::Unexpected,
+        Class::AbortedLeak,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Class::Missing => "missing",
+            Class::Duplicated => "duplicated",
+            Class::Reordered => "reordered",
+            Class::Altered => "altered",
+            Class::Unexpected => "unexpected",
+            Class::AbortedLeak => "aborted_leak",
+        }
+    }
+}
+
+/// One offending record pair (either side may be absent).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Anomaly {
+    pub class: Class,
+    pub source_offset: Option<i64>,
+    pub target_offset: Option<i64>,
+    /// For `altered`: which parts differ.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub fields: Vec<Field>,
+}
+
+/// Count and first examples of one class in one partition.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Tally {
+    pub count: u64,
+    pub first: Vec<Anomaly>,
+}
+
+/// Everything verify learned about one source partition and its copy.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct PartitionReport {
+    pub topic: String,
+    pub target_topic: String,
+    pub partition: i32,
+    /// Source offsets checked: `[from, to)`.
+    pub source_range: (i64, i64),
+    /// Target offsets checked: `[from, to)`.
+    pub target_range: (i64, i64),
+    pub source_records: u64,
+    pub target_records: u64,
+    /// Key + value + header bytes read on both sides.
+    pub bytes: u64,
+    /// Source offsets `[from, to)` committed on the source but not yet
+    /// replicated (beyond the replicated position); not an error by itself.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub not_yet_replicated: Option<(i64, i64)>,
+    /// Why (part of) this partition could not be checked. Non-empty means
+    /// the verdict is "could not verify", whatever the tallies say.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub unverifiable: Vec<String>,
+    pub anomalies: BTreeMap<Class, Tally>,
+}
+
+impl PartitionReport {
+    /// Records one anomaly: counted always, kept as an example while few.
+    pub fn add(&mut self, anomaly: Anomaly) {
+        let tally = self.anomalies.entry(anomaly.class).or_default();
+        tally.count += 1;
+        if tally.first.len() < SAMPLES_PER_CLASS {
+            tally.first.push(anomaly);
+        }
+    }
+
+    pub fn count(&self, class: Class) -> u64 {
+        self.anomalies.get(&class).map_or(0, |t| t.count)
+    }
+
+    fn anomaly_total(&self) -> u64 {
+        self.anomalies.values().map(|t| t.count).sum()
+    }
+}
+
+/// The verdict, which is also the exit code.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Verdict {
+    /// Every checked record has exactly one identical copy, and nothing else
+    /// is on the target. Exit code 0.
+    Exact,
+    /// At least one anomaly. Exit code 1.
+    DifferencesFound,
+    /// Part of the range could not be checked (data or mapping gone,
+    /// cluster unreachable). Exit code 2; differences found elsewhere are
+    /// still listed.
+    CouldNotVerify,
+}
+
+impl Verdict {
+    pub fn exit_code(self) -> u8 {
+        match self {
+            Verdict::Exact => 0,
+            Verdict::DifferencesFound => 1,
+            Verdict::CouldNotVerify => 2,
+        }
+    }
+}
+
+/// The whole run.
+#[derive(Debug, Clone, Serialize)]
+pub struct Report {
+    pub verdict: Verdict,
+    /// `mapped` (through eosmirror's progress records) or `sequence`.
+    pub mode: &'static str,
+    pub partitions: Vec<PartitionReport>,
+    pub totals: BTreeMap<Class, u64>,
+    pub source_records: u64,
+    pub target_records: u64,
+    pub bytes: u64,
+    pub seconds: f64,
+}
+
+impl Report {
+    pub fn new(mode: &'static str, partitions: Vec<PartitionReport>, seconds: f64) -> Report {
+        let totals: BTreeMap<Class, u64> = Class::ALL
+            .iter()
+            .map(|&c| (c, partitions.iter().map(|p| p.count(c)).sum()))
+            .collect();
+        let verdict = if partitions.iter().any(|p| !p.unverifiable.is_empty()) {
+            Verdict::CouldNotVerify
+        } else if totals.values().any(|&n| n > 0) {
+            Verdict::DifferencesFound
+        } else {
+            Verdict::Exact
+        };
+        Report {
+            verdict,
+            mode,
+            source_records: partitions.iter().map(|p| p.source_records).sum(),
+            target_records: partitions.iter().map(|p| p.target_records).sum(),
+            bytes: partitions.iter().map(|p| p.bytes).sum(),
+            partitions,
+            totals,
+            seconds,
+        }
+    }
+
+    pub fn to_json(&self) -> String {
+        serde_json::to_string_pretty(self).expect("a report always serializes")
+    }
+
+    pub fn to_text(&self) -> String {
+        let mut out = String::new();
+        for p in &self.partitions {
+            let name = if p.topic == p.target_topic {
+                format!("{}-{}", p.topic, p.partition)
+            } else {
+                format!(
+                    "{}-{} -> {}-{}",
+                    p.topic, p.partition, p.target_topic, p.partition
+                )
+            };
+            let status = if !p.unverifiable.is_empty() {
+                "COULD NOT VERIFY"
+            } else if p.anomaly_total() > 0 {
+                "DIFFERENT"
+            } else {
+                "exact"
+            };
+            let _ = writeln!(
+                out,
+                "{name}: {status}: source offsets [{}, {}) {} records, target offsets [{}, {}) {} records",
+                p.source_range.0,
+                p.source_range.1,
+                p.source_records,
+                p.target_range.0,
+                p.target_range.1,
+                p.target_records
+            );
+            for reason in &p.unverifiable {
+                let _ = writeln!(out, "  could not verify: {reason}");
+            }
+            for (class, tally) in &p.anomalies {
+                let examples: Vec<String> = tally.first.iter().map(describe).collect();
+                let more = if tally.count as usize > tally.first.len() {
+                    ", ..."
+                } else {
+                    ""
+                };
+                let _ = writeln!(
+                    out,
+                    "  {}: {} ({}{more})",
+                    class.name(),
+                    tally.count,
+                    examples.join(", ")
+                );
+            }
+            if let Some((from, to)) = p.not_yet_replicated {
+                let _ = writeln!(
+                    out,
+                    "  not yet replicated: source offsets [{from}, {to}) (not checked)"
+                );
+            }
+        }
+        let totals: Vec<String> = self
+            .totals
+            .iter()
+            .map(|(c, n)| format!("{} {n}", c.name()))
+            .collect();
+        let rate = self.source_records as f64 / self.seconds.max(1e-3);
+        let _ = writeln!(
+            out,
+            "verdict: {}: {} partitions, {} source and {} target records, {:.1} MB in {:.1}s ({:.0} records/s); {}",
+            match self.verdict {
+                Verdict::Exact => "EXACT",
+                Verdict::DifferencesFound => "DIFFERENCES FOUND",
+                Verdict::CouldNotVerify => "COULD NOT VERIFY",
+            },
+            self.partitions.len(),
+            self.source_records,
+            self.target_records,
+            self.bytes as f64 / 1e6,
+            self.seconds,
+            rate,
+            totals.join(", ")
+        );
+        out
+    }
+}
+
+fn describe(a: &Anomaly) -> String {
+    let side = |name: &str, o: Option<i64>| o.map(|o| format!("{name} {o}"));
+    let mut parts: Vec<String> = [
+        side("source", a.source_offset),
+        side("target", a.target_offset),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+    if !a.fields.is_empty() {
+        let fields: Vec<&str> = a
+            .fields
+            .iter()
+            .map(|f| match f {
+                Field::Key => "key",
+                Field::Value => "value",
+                Field::Headers => "headers",
+                Field::Timestamp => "timestamp",
+            })
+            .collect();
+        parts.push(format!("differs in {}", fields.join("+")));
+    }
+    parts.join(" -> ")
+}

@@ -1,0 +1,561 @@
+//! Exact offset translation against real Kafka: `translate --apply`,
+//! continuous group sync inside `run`, and `cutover`. A consumer of the same
+//! group on the target must read exactly the records the source group had
+//! not consumed: not one re-read, not one skipped, checked record by record.
+
+mod support;
+
+use std::collections::BTreeMap;
+use std::process::Command;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
+use rdkafka::message::{Headers, Message};
+use rdkafka::{Offset, TopicPartitionList};
+use support::mirror::{wait_for_copy, MirrorSetup};
+use support::{bed, unique_name, Cluster, Isolation, ReadRecord, TestRecord, TxnOutcome};
+
+/// Runs an eosmirror subcommand with the setup's files and alias.
+fn eosmirror(setup: &MirrorSetup, command: &str, args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_eosmirror"))
+        .arg(command)
+        .arg("--consumer.config")
+        .arg(&setup.consumer_config)
+        .arg("--producer.config")
+        .arg(&setup.producer_config)
+        .args(["--source.alias", &setup.alias])
+        .args(args)
+        .output()
+        .expect("run eosmirror");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// Commits `offsets` for `group` without joining it (as a stopped consumer
+/// group looks).
+fn commit_group(cluster: &Cluster, group: &str, offsets: &[(&str, i32, i64)]) {
+    let consumer: BaseConsumer = cluster
+        .client_config()
+        .set("group.id", group)
+        .set("enable.auto.commit", "false")
+        .create()
+        .unwrap();
+    let mut list = TopicPartitionList::new();
+    for (t, p, o) in offsets {
+        list.add_partition_offset(t, *p, Offset::Offset(*o))
+            .unwrap();
+    }
+    consumer.commit(&list, CommitMode::Sync).unwrap();
+}
+
+fn committed(cluster: &Cluster, group: &str, topic: &str, partitions: i32) -> BTreeMap<i32, i64> {
+    let consumer: BaseConsumer = cluster
+        .client_config()
+        .set("group.id", group)
+        .set("enable.auto.commit", "false")
+        .create()
+        .unwrap();
+    let mut list = TopicPartitionList::new();
+    for p in 0..partitions {
+        list.add_partition(topic, p);
+    }
+    consumer
+        .committed_offsets(list, Duration::from_secs(30))
+        .unwrap()
+        .elements()
+        .iter()
+        .filter_map(|e| match e.offset() {
+            Offset::Offset(o) => Some((e.partition(), o)),
+            _ => None,
+        })
+        .collect()
+}
+
+/// What a consumer of `group` reads from its committed offsets to the end
+/// of each partition (`read_committed`), per partition.
+fn resume_as_group(
+    cluster: &Cluster,
+    group: &str,
+    topic: &str,
+    partitions: i32,
+) -> BTreeMap<i32, Vec<ReadRecord>> {
+    let start = committed(cluster, group, topic, partitions);
+    let consumer: BaseConsumer = cluster
+        .client_config()
+        .set("group.id", unique_name("reader"))
+        .set("enable.auto.commit", "false")
+        .set("isolation.level", "read_committed")
+        .create()
+        .unwrap();
+    let mut ends = BTreeMap::new();
+    let mut list = TopicPartitionList::new();
+    for p in 0..partitions {
+        let from = *start
+            .get(&p)
+            .unwrap_or_else(|| panic!("{group} has no offset for {topic}-{p}"));
+        list.add_partition_offset(topic, p, Offset::Offset(from))
+            .unwrap();
+        ends.insert(
+            p,
+            consumer
+                .fetch_watermarks(topic, p, Duration::from_secs(30))
+                .unwrap()
+                .1,
+        );
+    }
+    consumer.assign(&list).unwrap();
+    let mut out: BTreeMap<i32, Vec<ReadRecord>> =
+        (0..partitions).map(|p| (p, Vec::new())).collect();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let positions = consumer.position().unwrap();
+        let done = ends.iter().all(|(p, end)| {
+            matches!(positions.find_partition(topic, *p).map(|e| e.offset()), Some(Offset::Offset(o)) if o >= *end)
+                || start[p] >= *end
+        });
+        if done {
+            return out;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "reading {topic} as {group} did not reach the end"
+        );
+        if let Some(m) = consumer.poll(Duration::from_millis(100)) {
+            let m = m.unwrap();
+            out.get_mut(&m.partition()).unwrap().push(ReadRecord {
+                partition: m.partition(),
+                offset: m.offset(),
+                key: m.key().map(<[u8]>::to_vec),
+                value: m.payload().map(<[u8]>::to_vec),
+                headers: m
+                    .headers()
+                    .map(|hs| {
+                        hs.iter()
+                            .map(|h| (h.key.to_string(), h.value.map(<[u8]>::to_vec)))
+                            .collect()
+                    })
+                    .unwrap_or_default(),
+                timestamp: m.timestamp(),
+            });
+        }
+    }
+}
+
+/// A record's content: key, value, headers, timestamp.
+type Content = (
+    Option<Vec<u8>>,
+    Option<Vec<u8>>,
+    Vec<(String, Option<Vec<u8>>)>,
+    Option<i64>,
+);
+
+/// Content only (offsets differ between source and target).
+fn contents(records: &[ReadRecord]) -> Vec<Content> {
+    records
+        .iter()
+        .map(|r| {
+            (
+                r.key.clone(),
+                r.value.clone(),
+                r.headers.clone(),
+                r.timestamp_ms(),
+            )
+        })
+        .collect()
+}
+
+/// The committed source records a group at `offset` has not consumed yet.
+fn remaining(source: &[ReadRecord], partition: i32, offset: i64) -> Vec<ReadRecord> {
+    source
+        .iter()
+        .filter(|r| r.partition == partition && r.offset >= offset)
+        .cloned()
+        .collect()
+}
+
+fn record(partition: i32, tag: &str, i: usize) -> TestRecord {
+    TestRecord {
+        partition,
+        key: Some(format!("{tag}-k{i}").into_bytes()),
+        value: Some(format!("{tag}-v{i}").into_bytes()),
+        headers: vec![("i".into(), Some(i.to_string().into_bytes()))],
+        timestamp: None,
+    }
+}
+
+/// Offsets present in `[0, high)` but never returned, even uncommitted:
+/// transaction markers.
+fn markers(cluster: &Cluster, topic: &str, partition: i32, all: &[ReadRecord]) -> Vec<i64> {
+    let (_, high) = cluster.watermarks(topic, partition);
+    (0..high)
+        .filter(|o| {
+            !all.iter()
+                .any(|r| r.partition == partition && r.offset == *o)
+        })
+        .collect()
+}
+
+#[test]
+fn translate_apply_resumes_a_group_exactly_across_markers_aborts_and_compaction() {
+    let bed = bed();
+    // Transactional topic: plain, committed, aborted, committed, plain.
+    let topic = bed.source.create_topic("groups-txn", 3);
+    for p in 0..3 {
+        let batch = |from: usize, to: usize| -> Vec<TestRecord> {
+            (from..to).map(|i| record(p, "t", i)).collect()
+        };
+        bed.source.produce(&topic, &batch(0, 10));
+        bed.source
+            .produce_transaction(&topic, &batch(10, 15), TxnOutcome::Commit);
+        bed.source
+            .produce_transaction(&topic, &batch(15, 18), TxnOutcome::Abort);
+        bed.source
+            .produce_transaction(&topic, &batch(18, 23), TxnOutcome::Commit);
+        bed.source.produce(&topic, &batch(23, 28));
+    }
+    // Compacted topic: older values of each key compacted away.
+    let compacted = unique_name("groups-compact");
+    bed.source.create_topic_with(
+        &compacted,
+        1,
+        &[
+            ("cleanup.policy", "compact"),
+            ("segment.ms", "100"),
+            ("min.cleanable.dirty.ratio", "0.001"),
+            ("retention.ms", "-1"),
+        ],
+    );
+    for round in 0..3 {
+        let batch: Vec<TestRecord> = (0..10)
+            .map(|k| TestRecord {
+                partition: 0,
+                key: Some(format!("key{k}").into_bytes()),
+                value: Some(format!("round{round}").into_bytes()),
+                headers: vec![],
+                timestamp: None,
+            })
+            .collect();
+        bed.source.produce(&compacted, &batch);
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    bed.source.produce(&compacted, &[record(0, "roll", 0)]);
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while bed
+        .source
+        .read_all(&compacted, Isolation::ReadCommitted)
+        .len()
+        >= 31
+    {
+        assert!(
+            Instant::now() < deadline,
+            "the broker did not compact {compacted} within 120 s"
+        );
+        std::thread::sleep(Duration::from_secs(1));
+    }
+    let compacted_source = bed.source.read_all(&compacted, Isolation::ReadCommitted);
+    let first_kept = compacted_source[0].offset;
+    assert!(first_kept > 0, "compaction left offset 0");
+
+    let source = bed.source.read_all(&topic, Isolation::ReadCommitted);
+    let all = bed.source.read_all(&topic, Isolation::ReadUncommitted);
+    let aborted_offset = all
+        .iter()
+        .find(|r| r.partition == 1 && r.value.as_deref() == Some(&b"t-v15"[..]))
+        .unwrap()
+        .offset;
+    let marker = markers(&bed.source, &topic, 2, &all)[0];
+    // Offsets chosen to land on every kind of gap.
+    let group = unique_name("group");
+    let offsets = [
+        (topic.as_str(), 0, 3),                  // a plain record
+        (topic.as_str(), 1, aborted_offset),     // an aborted record
+        (topic.as_str(), 2, marker),             // a commit marker
+        (compacted.as_str(), 0, first_kept - 1), // a compacted-away record
+    ];
+    commit_group(&bed.source, &group, &offsets);
+
+    let setup = MirrorSetup::new(&bed.source.bootstrap, &bed.target.bootstrap);
+    setup.copy_and_check(&format!("{topic}|{compacted}"), &[], &[&topic, &compacted]);
+
+    let (code, stdout, stderr) = eosmirror(&setup, "translate", &["--group", &group, "--apply"]);
+    assert_eq!(code, 0, "{stdout}\n{stderr}");
+    assert_eq!(stdout.matches("(exact)").count(), 4, "{stdout}");
+    assert_eq!(stdout.matches("[applied;").count(), 4, "{stdout}");
+
+    let on_target = resume_as_group(&bed.target, &group, &topic, 3);
+    for (t, p, o) in &offsets[..3] {
+        let want = remaining(&source, *p, *o);
+        assert!(!want.is_empty());
+        assert_eq!(
+            contents(&on_target[p]),
+            contents(&want),
+            "{t}-{p} from source offset {o}"
+        );
+    }
+    let on_target = resume_as_group(&bed.target, &group, &compacted, 1);
+    assert_eq!(
+        contents(&on_target[&0]),
+        contents(&remaining(&compacted_source, 0, first_kept - 1))
+    );
+
+    // Again: nothing to change.
+    let (code, stdout, _) = eosmirror(&setup, "translate", &["--group", &group, "--apply"]);
+    assert_eq!(code, 0);
+    assert_eq!(stdout.matches("[unchanged;").count(), 4, "{stdout}");
+
+    // A target group ahead is never moved back without --allow-rewind.
+    let ahead = committed(&bed.target, &group, &topic, 3)[&0] + 2;
+    commit_group(&bed.target, &group, &[(&topic, 0, ahead)]);
+    let (code, _, stderr) = eosmirror(&setup, "translate", &["--group", &group, "--apply"]);
+    assert_ne!(code, 0);
+    assert!(
+        stderr.contains("backwards") && stderr.contains("--allow-rewind"),
+        "{stderr}"
+    );
+    assert_eq!(
+        committed(&bed.target, &group, &topic, 3)[&0],
+        ahead,
+        "nothing was committed"
+    );
+    let (code, _, stderr) = eosmirror(
+        &setup,
+        "translate",
+        &["--group", &group, "--apply", "--allow-rewind"],
+    );
+    assert_eq!(code, 0, "{stderr}");
+    assert!(committed(&bed.target, &group, &topic, 3)[&0] < ahead);
+
+    // A group with active members on the target is not touched.
+    let member = ActiveMember::join(&bed.target, &group, &topic);
+    let (code, _, stderr) = eosmirror(&setup, "translate", &["--group", &group, "--apply"]);
+    assert_ne!(code, 0);
+    assert!(stderr.contains("active member"), "{stderr}");
+    drop(member);
+}
+
+/// A consumer that joins `group` and keeps polling until dropped.
+struct ActiveMember {
+    stop: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl ActiveMember {
+    fn join(cluster: &Cluster, group: &str, topic: &str) -> ActiveMember {
+        let consumer: BaseConsumer = cluster
+            .client_config()
+            .set("group.id", group)
+            .set("enable.auto.commit", "false")
+            .set("auto.offset.reset", "latest")
+            .set("session.timeout.ms", "6000")
+            .create()
+            .unwrap();
+        consumer.subscribe(&[topic]).unwrap();
+        let stop = Arc::new(AtomicBool::new(false));
+        let flag = Arc::clone(&stop);
+        let (joined_tx, joined_rx) = std::sync::mpsc::channel();
+        let thread = std::thread::spawn(move || {
+            let mut told = false;
+            while !flag.load(Ordering::Relaxed) {
+                let _ = consumer.poll(Duration::from_millis(100));
+                if !told && consumer.assignment().is_ok_and(|a| a.count() > 0) {
+                    let _ = joined_tx.send(());
+                    told = true;
+                }
+            }
+            consumer.unsubscribe();
+        });
+        joined_rx
+            .recv_timeout(Duration::from_secs(60))
+            .expect("consumer joined its group");
+        ActiveMember {
+            stop,
+            thread: Some(thread),
+        }
+    }
+}
+
+impl Drop for ActiveMember {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// The target offset holding the copy of the first committed source record
+/// at or after `offset` (found by content); past the last record, the offset
+/// after the last copy (where the next copy will be found).
+fn copy_offset(source: &[ReadRecord], target: &[ReadRecord], partition: i32, offset: i64) -> i64 {
+    match source
+        .iter()
+        .find(|r| r.partition == partition && r.offset >= offset)
+    {
+        Some(s) => {
+            target
+                .iter()
+                .find(|t| t.partition == partition && t.key == s.key && t.value == s.value)
+                .expect("copied")
+                .offset
+        }
+        None => target
+            .iter()
+            .filter(|t| t.partition == partition)
+            .map(|t| t.offset + 1)
+            .max()
+            .unwrap(),
+    }
+}
+
+#[test]
+fn group_sync_follows_idle_target_groups_and_leaves_active_ones_alone() {
+    let bed = bed();
+    let topic = bed.source.create_topic("groups-sync", 2);
+    let records: Vec<_> = (0..200).map(|i| record(i as i32 % 2, "s", i)).collect();
+    bed.source.produce(&topic, &records);
+    let idle = unique_name("idle");
+    let active = unique_name("active");
+    commit_group(&bed.source, &idle, &[(&topic, 0, 30), (&topic, 1, 40)]);
+    commit_group(&bed.source, &active, &[(&topic, 0, 10), (&topic, 1, 10)]);
+    bed.target
+        .create_topic_with(&topic, 2, &[("retention.ms", "-1")]);
+    let member = ActiveMember::join(&bed.target, &active, &topic);
+
+    let setup = MirrorSetup::new(&bed.source.bootstrap, &bed.target.bootstrap);
+    let metrics = support::free_local_address();
+    let pattern = format!("{idle}|{active}");
+    let mut mirror = setup.start(
+        &topic,
+        &[
+            "--groups.sync",
+            &pattern,
+            "--groups.sync.interval.secs",
+            "1",
+            "--metrics.address",
+            &metrics,
+        ],
+    );
+    wait_for_copy(
+        &bed.source,
+        &bed.target,
+        &topic,
+        Duration::from_secs(120),
+        &mut mirror,
+    );
+    let source = bed.source.read_all(&topic, Isolation::ReadCommitted);
+    let target = bed.target.read_all(&topic, Isolation::ReadCommitted);
+
+    for (o0, o1) in [(30, 40), (77, 100)] {
+        commit_group(&bed.source, &idle, &[(&topic, 0, o0), (&topic, 1, o1)]);
+        let want: BTreeMap<i32, i64> = [(0, o0), (1, o1)]
+            .into_iter()
+            .map(|(p, o)| (p, copy_offset(&source, &target, p, o)))
+            .collect();
+        // Within a few sync intervals (1 s each).
+        mirror.wait_until(
+            Duration::from_secs(30),
+            Duration::from_millis(200),
+            || (committed(&bed.target, &idle, &topic, 2) == want).then_some(()),
+            |out| {
+                format!("the idle target group did not follow the source group to {want:?}:\n{out}")
+            },
+        );
+    }
+    let scraped = support::scrape_metrics(&metrics);
+    assert_eq!(
+        support::metric_value(&scraped, "eosmirror_group_rereads", &[("group", &idle)]),
+        Some(0.0),
+        "{scraped}"
+    );
+    let age = support::metric_value(
+        &scraped,
+        "eosmirror_group_translation_age_seconds",
+        &[("group", &idle)],
+    )
+    .unwrap();
+    assert!(age < 10.0, "translation age {age}");
+
+    // The active group's consumers own its offsets on the target.
+    std::thread::sleep(Duration::from_secs(3));
+    assert_eq!(committed(&bed.target, &active, &topic, 2), BTreeMap::new());
+    drop(member);
+    assert_eq!(
+        mirror.stop(Duration::from_secs(30)),
+        0,
+        "{}",
+        mirror.output()
+    );
+}
+
+#[test]
+fn cutover_completes_on_a_stopped_stream_and_times_out_when_replication_stalls() {
+    let bed = bed();
+    let topic = bed.source.create_topic("groups-cutover", 2);
+    let group = unique_name("cutover");
+    let setup = MirrorSetup::new(&bed.source.bootstrap, &bed.target.bootstrap);
+    let mut mirror = setup.start(&topic, &[]);
+    // A live stream that then stops.
+    for burst in 0..10 {
+        let batch: Vec<_> = (0..20)
+            .map(|i| record(i as i32 % 2, "c", burst * 20 + i))
+            .collect();
+        bed.source
+            .produce_transaction(&topic, &batch, TxnOutcome::Commit);
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    commit_group(&bed.source, &group, &[(&topic, 0, 25), (&topic, 1, 61)]);
+
+    let args = [
+        "--include",
+        &topic,
+        "--groups",
+        &group,
+        "--timeout.ms",
+        "60000",
+    ];
+    let (code, stdout, stderr) = eosmirror(&setup, "cutover", &args);
+    assert_eq!(code, 0, "{stdout}\n{stderr}");
+    assert!(stdout.contains("cutover: COMPLETE"), "{stdout}");
+    assert!(stdout.contains("verdict: EXACT"), "{stdout}");
+    let source = bed.source.read_all(&topic, Isolation::ReadCommitted);
+    let on_target = resume_as_group(&bed.target, &group, &topic, 2);
+    for (p, o) in [(0, 25), (1, 61)] {
+        assert_eq!(
+            contents(&on_target[&p]),
+            contents(&remaining(&source, p, o)),
+            "partition {p}"
+        );
+    }
+    // Idempotent.
+    let (code, stdout, _) = eosmirror(&setup, "cutover", &args);
+    assert_eq!(code, 0, "{stdout}");
+    assert_eq!(stdout.matches("[unchanged;").count(), 2, "{stdout}");
+
+    // Replication stalled: a clear report and a non-zero exit.
+    mirror.kill();
+    bed.source
+        .produce(&topic, &[record(0, "late", 0), record(1, "late", 1)]);
+    let (code, stdout, _) = eosmirror(
+        &setup,
+        "cutover",
+        &[
+            "--include",
+            &topic,
+            "--groups",
+            &group,
+            "--timeout.ms",
+            "3000",
+        ],
+    );
+    assert_ne!(code, 0, "{stdout}");
+    assert!(
+        stdout.contains("did not reach the source's end"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("NOT COMPLETE"), "{stdout}");
+}
