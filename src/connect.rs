@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 use anyhow::anyhow;
 use rdkafka::client::ClientContext;
 use rdkafka::config::ClientConfig;
+use rdkafka::config::RDKafkaLogLevel;
 use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext};
 use rdkafka::error::KafkaError;
 use rdkafka::types::RDKafkaErrorCode;
@@ -26,15 +27,55 @@ struct ReportedErrors(Mutex<Reported>);
 struct Reported {
     last: Option<String>,
     permanent: Option<String>,
+    /// librdkafka's "disconnected while requesting ApiVersion ... incorrect
+    /// security.protocol" reports so far.
+    plaintext_at_tls: u32,
+    /// Connection failures librdkafka logged (facility FAIL).
+    failures: Vec<String>,
 }
 
 impl ClientContext for ReportedErrors {
     fn error(&self, error: KafkaError, reason: &str) {
         let mut reported = self.0.lock().expect("error slot poisoned");
-        if is_permanent(&error) && reported.permanent.is_none() {
+        // A disconnect at the very first request means a plaintext client at a TLS
+        // port, unless it is a network fault: trusted once it repeats.
+        if reason.contains("incorrect security.protocol") {
+            reported.plaintext_at_tls += 1;
+        }
+        let permanent = is_permanent(&error) || reported.plaintext_at_tls >= 3;
+        if permanent && reported.permanent.is_none() {
             reported.permanent = Some(reason.to_string());
         }
         reported.last = Some(reason.to_string());
+    }
+
+    fn log(&self, level: RDKafkaLogLevel, fac: &str, message: &str) {
+        // Connection failures that never reach `error` (a TLS alert or a disconnect
+        // while reading) are only logged, with facility FAIL: keep them too.
+        if fac == "FAIL" {
+            self.0
+                .lock()
+                .expect("error slot poisoned")
+                .failures
+                .push(message.to_string());
+        }
+        match level {
+            RDKafkaLogLevel::Emerg
+            | RDKafkaLogLevel::Alert
+            | RDKafkaLogLevel::Critical
+            | RDKafkaLogLevel::Error => {
+                tracing::error!(target: "librdkafka", "librdkafka: {fac} {message}")
+            }
+            RDKafkaLogLevel::Warning => {
+                tracing::warn!(target: "librdkafka", "librdkafka: {fac} {message}")
+            }
+            RDKafkaLogLevel::Notice | RDKafkaLogLevel::Info => {
+                tracing::info!(target: "librdkafka", "librdkafka: {fac} {message}")
+            }
+            RDKafkaLogLevel::Debug => {
+                tracing::debug!(target: "librdkafka", "librdkafka: {fac} {message}")
+            }
+        }
     }
 }
 
@@ -56,6 +97,193 @@ fn is_permanent(error: &KafkaError) -> bool {
                 | RDKafkaErrorCode::SSL
         )
     )
+}
+
+/// A permanent cause among the failures librdkafka only logged: the broker's TLS
+/// alert about the client certificate, or a plaintext client's connection closed at the
+/// first request by a port that (as a probe confirms) speaks TLS.
+fn logged_cause(reported: &Reported, config: &ClientConfig) -> Option<String> {
+    let alert = |f: &&String| {
+        let f = f.to_ascii_lowercase();
+        f.contains("alert bad certificate")
+            || f.contains("certificate required")
+            || f.contains("alert unknown ca")
+    };
+    if let Some(f) = reported.failures.iter().find(alert) {
+        return Some(f.clone());
+    }
+    let protocol = config.get("security.protocol").unwrap_or("plaintext");
+    let plaintext = !protocol.to_ascii_lowercase().contains("ssl");
+    let closed_at_first_request = reported
+        .failures
+        .iter()
+        .any(|f| f.contains("Disconnected") && f.contains("APIVERSION_QUERY"));
+    if plaintext && closed_at_first_request {
+        let first = config.get("bootstrap.servers")?.split(',').next()?.trim();
+        let address = first.rsplit("://").next()?;
+        if speaks_tls(address) {
+            return Some(format!(
+                "{address} closed the connection at the first request: incorrect \
+                 security.protocol (the port completes a TLS handshake)"
+            ));
+        }
+    }
+    None
+}
+
+/// Whether `address` (host:port) completes a TLS handshake (or answers with a TLS
+/// alert). Certificates are not checked: only the protocol matters here.
+fn speaks_tls(address: &str) -> bool {
+    use std::net::{TcpStream, ToSocketAddrs};
+    let Some(socket) = address.to_socket_addrs().ok().and_then(|mut a| a.next()) else {
+        return false;
+    };
+    let Ok(stream) = TcpStream::connect_timeout(&socket, Duration::from_secs(3)) else {
+        return false;
+    };
+    let _ = stream.set_read_timeout(Some(Duration::from_secs(3)));
+    let _ = stream.set_write_timeout(Some(Duration::from_secs(3)));
+    let Ok(mut builder) = openssl::ssl::SslConnector::builder(openssl::ssl::SslMethod::tls())
+    else {
+        return false;
+    };
+    builder.set_verify(openssl::ssl::SslVerifyMode::NONE);
+    let connector = builder.build();
+    let Ok(mut configured) = connector.configure() else {
+        return false;
+    };
+    configured.set_verify_hostname(false);
+    match configured.connect("localhost", stream) {
+        Ok(_) => true,
+        Err(e) => e.to_string().to_ascii_lowercase().contains("alert"),
+    }
+}
+
+/// `Some(true)` when the cluster is reachable once the host name check is off: the
+/// broker's certificate is trusted but does not name the host connected to.
+fn host_name_is_the_problem(config: &ClientConfig) -> bool {
+    if config
+        .get("ssl.endpoint.identification.algorithm")
+        .is_some_and(|v| v == "none")
+    {
+        return false;
+    }
+    let mut probe = config.clone();
+    probe.set("ssl.endpoint.identification.algorithm", "none");
+    let Ok(consumer) =
+        probe.create_with_context::<_, BaseConsumer<ReportedErrors>>(ReportedErrors::default())
+    else {
+        return false;
+    };
+    consumer
+        .fetch_metadata(None, Duration::from_secs(10))
+        .is_ok()
+}
+
+/// What a permanent connection failure (librdkafka's `reason`) means, as one sentence
+/// naming the client setting to change. `host_name_only` is asked, when a broker
+/// certificate failed verification, whether the host name check alone failed.
+///
+/// Why: librdkafka's texts name its own settings (`ssl.ca.location`) and guess; users
+/// wrote Java settings, and each failure here has one fix.
+pub(crate) fn diagnose(
+    reason: &str,
+    config: &ClientConfig,
+    host_name_only: impl FnOnce() -> bool,
+) -> String {
+    let lower = reason.to_ascii_lowercase();
+    let get = |k: &str| config.get(k).unwrap_or_default().to_string();
+    let protocol = get("security.protocol").to_ascii_uppercase();
+    let mechanism = config
+        .get("sasl.mechanism")
+        .or_else(|| config.get("sasl.mechanisms"))
+        .unwrap_or("GSSAPI")
+        .to_string();
+    let bootstrap = get("bootstrap.servers");
+    if let Some(offered) = reason.split("broker's supported mechanisms: ").nth(1) {
+        let offered = offered.split(" (").next().unwrap_or(offered).trim();
+        return format!(
+            "SASL mechanism not enabled on the broker: the listener does not offer \
+             sasl.mechanism={mechanism} (it offers {offered}); set sasl.mechanism to one of \
+             those, with the matching login module in sasl.jaas.config (PlainLoginModule for \
+             PLAIN, ScramLoginModule for SCRAM-SHA-256/512)"
+        );
+    }
+    if lower.contains("sasl authentication error") || lower.contains("authentication failed") {
+        return format!(
+            "authentication failed: the broker rejected the username or password \
+             (sasl.mechanism={mechanism}); fix the credentials (username, password) in \
+             sasl.jaas.config"
+        );
+    }
+    if lower.contains("certificate verify failed") || lower.contains("could not be verified") {
+        if host_name_only() {
+            return format!(
+                "host name mismatch: the broker's certificate is trusted but does not name \
+                 the host in bootstrap.servers={bootstrap}; use a host name the certificate \
+                 holds, or set ssl.endpoint.identification.algorithm= (empty) to skip the \
+                 host name check"
+            );
+        }
+        return "untrusted certificate: the broker's certificate is not signed by a CA in the \
+                trust store; set ssl.truststore.location (and ssl.truststore.password) to a \
+                trust store holding the CA that signed the broker's certificate"
+            .into();
+    }
+    if lower.contains("incorrect security.protocol") {
+        let tls = if protocol.starts_with("SASL") {
+            "SASL_SSL"
+        } else {
+            "SSL"
+        };
+        return format!(
+            "the listener at {bootstrap} expects TLS but security.protocol={} does not use \
+             it; set security.protocol={tls}",
+            if protocol.is_empty() {
+                "PLAINTEXT"
+            } else {
+                &protocol
+            }
+        );
+    }
+    if lower.contains("wrong version number")
+        || lower.contains("plaintext broker listener")
+        || lower.contains("packet length too long")
+        || lower.contains("record layer failure")
+    {
+        let plain = if protocol.starts_with("SASL") {
+            "SASL_PLAINTEXT"
+        } else {
+            "PLAINTEXT"
+        };
+        return format!(
+            "the listener at {bootstrap} does not speak TLS but security.protocol={protocol} \
+             uses it; set security.protocol={plain}"
+        );
+    }
+    let has_client_cert = [
+        "ssl.certificate.pem",
+        "ssl.certificate.location",
+        "ssl.keystore.location",
+    ]
+    .iter()
+    .any(|k| config.get(k).is_some());
+    let rejected = lower.contains("certificate required")
+        || lower.contains("client ssl authentication might be required")
+        || lower.contains("unexpected message")
+        || lower.contains("bad certificate")
+        || lower.contains("unknown ca");
+    if rejected && !has_client_cert {
+        return "the broker requires a client certificate (mTLS): set ssl.keystore.location \
+                and ssl.keystore.password to the client's key store"
+            .into();
+    }
+    if rejected {
+        return "the broker rejected the client certificate: set ssl.keystore.location to a \
+                key store whose certificate is signed by a CA the broker trusts"
+            .into();
+    }
+    "check the security settings (security.protocol, sasl.*, ssl.*)".into()
 }
 
 /// Connects to a cluster and returns its id; fails with the reason (and the
@@ -96,10 +324,13 @@ pub fn cluster_id(
                     }
                 }
                 let reported = consumer.context().get();
-                if let Some(reason) = reported.permanent {
-                    return Err(fail(format!(
-                        "{reason}; check the credentials and security settings"
-                    )));
+                if let Some(reason) = reported
+                    .permanent
+                    .clone()
+                    .or_else(|| logged_cause(&reported, config))
+                {
+                    let diagnosis = diagnose(&reason, config, || host_name_is_the_problem(config));
+                    return Err(fail(format!("{diagnosis} (librdkafka: {reason})")));
                 }
                 if Instant::now() >= deadline {
                     let why = reported.last.unwrap_or_else(|| e.to_string());

@@ -8,7 +8,7 @@ use std::path::PathBuf;
 
 use super::properties::PropertiesError;
 use super::secrets::SafeValue;
-use super::stores::StoreFormat;
+use super::stores::StoreProblem;
 
 /// A client configuration file that eosmirror cannot turn into librdkafka settings.
 #[derive(Debug, thiserror::Error)]
@@ -96,44 +96,20 @@ pub enum ConfigError {
         reason: String,
     },
 
-    /// The trust store is in a format librdkafka cannot read.
-    #[error(
-        "{}:{line}: ssl.truststore.location={} is a {format} trust store, which librdkafka \
-         cannot read. {fix}",
-        file.display(),
-        path.display()
-    )]
-    UnsupportedTruststore {
+    /// A key or trust store that cannot be used as configured: a wrong password, a damaged
+    /// file, content only a JVM can read. The problem names the setting to change.
+    #[error("{}:{line}: {key}={}: {problem}", file.display(), path.display())]
+    Store {
         /// The properties file.
         file: PathBuf,
-        /// Line of `ssl.truststore.location`.
+        /// Line of `ssl.truststore.location` or `ssl.keystore.location`.
         line: usize,
-        /// The trust store file.
+        /// `ssl.truststore.location` or `ssl.keystore.location`.
+        key: String,
+        /// The store file.
         path: PathBuf,
-        /// Its format.
-        format: StoreFormat,
-        /// The commands to convert it and the settings to write afterwards.
-        fix: String,
-    },
-
-    /// The key store is in a format librdkafka cannot read.
-    #[error(
-        "{}:{line}: ssl.keystore.location={} is a {format} key store, which librdkafka \
-         cannot read; {fix}",
-        file.display(),
-        path.display()
-    )]
-    UnsupportedKeystore {
-        /// The properties file.
-        file: PathBuf,
-        /// Line of `ssl.keystore.location`.
-        line: usize,
-        /// The key store file.
-        path: PathBuf,
-        /// Its format.
-        format: StoreFormat,
-        /// The command to convert it and the settings to write afterwards.
-        fix: String,
+        /// What is wrong and which setting to change (boxed: it is the largest variant).
+        problem: Box<StoreProblem>,
     },
 
     /// A key or trust store file named in the configuration cannot be read.

@@ -20,6 +20,7 @@
 
 mod error;
 mod jaas;
+mod jks;
 mod librdkafka;
 mod pem;
 pub mod properties;
@@ -33,7 +34,7 @@ use std::path::Path;
 pub use error::ConfigError;
 pub use properties::{parse, DuplicateKey, Properties, PropertiesError, Property};
 pub use secrets::{is_secret_key, redact, Redacted, SafeValue};
-pub use stores::StoreFormat;
+pub use stores::{StoreFormat, StoreProblem};
 pub use translate::{translate, ClientRole, DroppedKey, Translated};
 
 /// Reads the Java client properties file at `path` and translates it for a client of kind

@@ -32,7 +32,7 @@ pub(crate) enum Handler {
     Jaas,
     /// `ssl.truststore.location`, `.password`, `.type`.
     TrustStore,
-    /// `ssl.keystore.location`, `.password`, `.type`.
+    /// `ssl.keystore.location`, `.password`, `.type`, and `ssl.key.password`.
     KeyStore,
     /// `compression.<codec>.level`, which applies only to the chosen `compression.type`.
     CompressionLevel,
@@ -202,6 +202,7 @@ static RULES: &[KeyRule] = &[
         Action::Special(Handler::KeyStore),
     ),
     row("ssl.keystore.type", ALL, Action::Special(Handler::KeyStore)),
+    row("ssl.key.password", ALL, Action::Special(Handler::KeyStore)),
     row(
         "compression.gzip.level",
         PRODUCER,
@@ -495,8 +496,19 @@ fn bytes_to_kib(value: &str) -> Result<Option<String>, String> {
 }
 
 /// Java: an empty value disables host name verification; librdkafka spells that `none`.
+/// Java takes the algorithm name in any case; librdkafka only `https` (RFC 2818 host
+/// name rules, the only ones Kafka clients use).
 fn endpoint_identification(value: &str) -> Result<Option<String>, String> {
-    Ok(Some(if value.is_empty() { "none" } else { value }.into()))
+    if value.is_empty() {
+        Ok(Some("none".into()))
+    } else if value.eq_ignore_ascii_case("https") {
+        Ok(Some("https".into()))
+    } else {
+        Err("librdkafka checks host names only the HTTPS way: write \
+             ssl.endpoint.identification.algorithm=https, or leave the value empty to skip \
+             the host name check"
+            .into())
+    }
 }
 
 /// Java lists IANA cipher suite names; OpenSSL (and so librdkafka) uses its own names.
@@ -640,6 +652,8 @@ mod tests {
         assert_eq!(comma_list(""), Ok(None));
         assert_eq!(endpoint_identification(""), Ok(Some("none".into())));
         assert_eq!(endpoint_identification("https"), Ok(Some("https".into())));
+        assert_eq!(endpoint_identification("HTTPS"), Ok(Some("https".into())));
+        assert!(endpoint_identification("ldaps").is_err());
     }
 
     #[test]

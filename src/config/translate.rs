@@ -17,7 +17,7 @@ use super::librdkafka::{self, Rejection};
 use super::properties::{DuplicateKey, Properties, Property};
 use super::rules::{self, Action, Handler};
 use super::secrets::{is_secret_key, redact, scrub, SafeValue};
-use super::stores::{self, StoreFormat, StoreReadError};
+use super::stores::{self, StoreFormat, StoreProblem, StoreReadError};
 
 /// Which kind of client a configuration file is for.
 ///
@@ -360,6 +360,24 @@ impl<'a> Translator<'a> {
         }
     }
 
+    /// The error for a store that was read but cannot be used.
+    fn store_error(
+        &self,
+        location: &Property,
+        store: &stores::StoreFile,
+        problem: StoreProblem,
+    ) -> ConfigError {
+        ConfigError::Store {
+            file: self.file(),
+            line: location.line(),
+            key: location.key().to_string(),
+            path: PathBuf::from(&store.path),
+            problem: Box::new(problem),
+        }
+    }
+
+    /// `ssl.truststore.*`: a PEM file is passed by path; JKS and PKCS12 stores are read
+    /// with `ssl.truststore.password` and their certificates handed over as PEM text.
     fn trust_store(&mut self) -> Result<(), ConfigError> {
         let props = self.props;
         let location = props.property("ssl.truststore.location");
@@ -375,29 +393,26 @@ impl<'a> Translator<'a> {
             return Ok(());
         };
         let store = self.read_store(location, declared)?;
-        let settings = stores::trust_store_settings(&store, self.file).map_err(|fix| {
-            ConfigError::UnsupportedTruststore {
-                file: self.file(),
-                line: location.line(),
-                path: PathBuf::from(&store.path),
-                format: store.format,
-                fix,
-            }
-        })?;
+        let settings = stores::trust_store_settings(&store, password.map(Property::value))
+            .map_err(|problem| self.store_error(location, &store, problem))?;
         for (key, value) in settings {
             self.set(key, value, location)?;
         }
-        if let Some(password) = password {
+        if let Some(password) = password.filter(|_| store.format == StoreFormat::Pem) {
             self.drop(password, "a PEM trust store has no password".into());
         }
         Ok(())
     }
 
+    /// `ssl.keystore.*` and `ssl.key.password`: a PEM file is passed by path (its key
+    /// decrypted by librdkafka with `ssl.key.password`); JKS and PKCS12 stores are read
+    /// and decrypted here and handed over as PEM text.
     fn key_store(&mut self) -> Result<(), ConfigError> {
         let props = self.props;
         let location = props.property("ssl.keystore.location");
         let password = props.property("ssl.keystore.password");
         let declared = props.property("ssl.keystore.type");
+        let key_password = props.property("ssl.key.password");
         let Some(location) = location else {
             let others = [declared, password].into_iter().flatten().collect();
             self.orphan_store_keys(
@@ -405,35 +420,42 @@ impl<'a> Translator<'a> {
                 &["ssl.keystore.key", "ssl.keystore.certificate.chain"],
                 others,
             );
+            if let Some(key_password) = key_password {
+                if props.get("ssl.keystore.key").is_some() {
+                    // Decrypts the inline PEM key (ssl.key.pem), as in Java.
+                    let value = key_password.value().to_string();
+                    self.set("ssl.key.password", value, key_password)?;
+                } else {
+                    self.drop(
+                        key_password,
+                        "has no effect without ssl.keystore.location or ssl.keystore.key".into(),
+                    );
+                }
+            }
             return Ok(());
         };
         let store = self.read_store(location, declared)?;
-        let settings = stores::key_store_settings(&store, self.file).map_err(|fix| {
-            ConfigError::UnsupportedKeystore {
-                file: self.file(),
-                line: location.line(),
-                path: PathBuf::from(&store.path),
-                format: store.format,
-                fix,
-            }
-        })?;
+        let settings = stores::key_store_settings(
+            &store,
+            password.map(Property::value),
+            key_password.map(Property::value),
+        )
+        .map_err(|problem| self.store_error(location, &store, problem))?;
         for (key, value) in settings {
             self.set(key, value, location)?;
         }
-        if let Some(password) = password {
-            if store.format == StoreFormat::Pkcs12 {
-                self.set(
-                    "ssl.keystore.password",
-                    password.value().to_string(),
-                    password,
-                )?;
-            } else {
+        if store.format == StoreFormat::Pem {
+            if let Some(password) = password {
                 self.drop(
                     password,
                     "a PEM key store has no store password (the private key's password is \
                      ssl.key.password)"
                         .into(),
                 );
+            }
+            if let Some(key_password) = key_password {
+                let value = key_password.value().to_string();
+                self.set("ssl.key.password", value, key_password)?;
             }
         }
         Ok(())

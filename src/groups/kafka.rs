@@ -7,6 +7,7 @@ use std::time::Duration;
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
 use rdkafka::error::KafkaError;
+use rdkafka::types::RDKafkaErrorCode;
 use rdkafka::{Offset, TopicPartitionList};
 
 use super::TopicPartition;
@@ -122,8 +123,7 @@ impl GroupClient {
         for (topic, partition) in partitions {
             query.add_partition(topic, *partition);
         }
-        let answer = client
-            .committed_offsets(query, self.timeout)
+        let answer = retry_coordinator(|| client.committed_offsets(query.clone(), self.timeout))
             .map_err(self.error(group, "fetching committed offsets"))?;
         Ok(answer
             .elements()
@@ -152,5 +152,36 @@ impl GroupClient {
         client
             .commit(&list, CommitMode::Sync)
             .map_err(self.error(group, "committing offsets"))
+    }
+}
+
+/// Attempts of a group request while its coordinator moves or loads.
+const COORDINATOR_ATTEMPTS: u32 = 10;
+
+/// Runs `request` again while the group coordinator is not ready (a new
+/// group's coordinator is being chosen, or a broker just restarted and is
+/// loading offsets): errors the broker asks clients to retry.
+fn retry_coordinator<T>(
+    mut request: impl FnMut() -> Result<T, KafkaError>,
+) -> Result<T, KafkaError> {
+    let mut attempt = 1;
+    loop {
+        match request() {
+            Err(e)
+                if attempt < COORDINATOR_ATTEMPTS
+                    && matches!(
+                        e.rdkafka_error_code(),
+                        Some(
+                            RDKafkaErrorCode::NotCoordinator
+                                | RDKafkaErrorCode::CoordinatorLoadInProgress
+                                | RDKafkaErrorCode::CoordinatorNotAvailable
+                        )
+                    ) =>
+            {
+                std::thread::sleep(Duration::from_millis(200 * u64::from(attempt)));
+                attempt += 1;
+            }
+            result => return result,
+        }
     }
 }

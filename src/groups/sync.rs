@@ -80,6 +80,8 @@ impl GroupSync {
             .set("acks", "all")
             .create()?;
         let observed_at_ms = now_ms();
+        let started = Instant::now();
+        let mut synced = 0usize;
         let source_groups = self.source.groups();
         let target_groups = self.target.groups();
         for group in source_groups
@@ -120,6 +122,7 @@ impl GroupSync {
                 Err(e @ ApplyError::Rewind { .. }) => tracing::warn!("group sync: {e}"),
                 Err(e) => return Err(e.into()),
             }
+            synced += 1;
             let age = last_applied
                 .get(&group)
                 .map_or(f64::INFINITY, |t| t.elapsed().as_secs_f64());
@@ -133,6 +136,18 @@ impl GroupSync {
         producer.flush(Duration::from_secs(30)).map_err(|e| {
             anyhow::anyhow!("recording group offsets in {}: {e}", self.groups_topic)
         })?;
+        let elapsed = started.elapsed();
+        tracing::debug!(
+            groups = synced,
+            elapsed_ms = elapsed.as_millis() as u64,
+            "group sync round"
+        );
+        if elapsed > self.interval {
+            tracing::warn!(
+                groups = synced,
+                "a group sync round took {elapsed:?}, longer than --groups.sync.interval.secs"
+            );
+        }
         Ok(last_applied)
     }
 
