@@ -311,9 +311,9 @@ pub fn cluster_id(
             file.display()
         )
     };
-    loop {
+    let metadata = loop {
         match consumer.fetch_metadata(None, Duration::from_secs(2)) {
-            Ok(_) => break,
+            Ok(metadata) => break metadata,
             Err(e) => {
                 // Error events reach the context only when the client's
                 // queue is served; the client has no assignment, so these
@@ -340,9 +340,46 @@ pub fn cluster_id(
                 }
             }
         }
-    }
+    };
+    check_advertised(&metadata, cluster, bootstrap, file)?;
     consumer
         .client()
         .fetch_cluster_id(limit)
         .ok_or_else(|| anyhow!("the {cluster} cluster at {bootstrap} did not report a cluster id"))
+}
+
+/// How long the start-up check waits for each advertised broker address.
+const ADVERTISED_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Clients talk to the addresses brokers *advertise*, not to the bootstrap
+/// address. A broker whose `advertised.listeners` names an address this
+/// machine cannot reach lets the bootstrap succeed and then fails every
+/// request ("Error while fetching metadata" in Java clients); say so at
+/// start-up, naming the address, instead of retrying forever.
+fn check_advertised(
+    metadata: &rdkafka::metadata::Metadata,
+    cluster: &str,
+    bootstrap: &str,
+    file: &Path,
+) -> anyhow::Result<()> {
+    use std::net::{TcpStream, ToSocketAddrs};
+    for broker in metadata.brokers() {
+        let address = format!("{}:{}", broker.host(), broker.port());
+        let reachable = address
+            .to_socket_addrs()
+            .ok()
+            .and_then(|mut all| all.next())
+            .map(|socket| TcpStream::connect_timeout(&socket, ADVERTISED_CONNECT_TIMEOUT));
+        let why = match reachable {
+            Some(Ok(_)) => continue,
+            Some(Err(e)) => e.to_string(),
+            None => "the name does not resolve".to_string(),
+        };
+        return Err(anyhow!(
+            "the {cluster} cluster answers at {bootstrap} (settings in {}), but broker {} advertises {address}, which this machine cannot reach ({why}); clients use advertised addresses for everything after bootstrap. Fix advertised.listeners on that broker (an address reachable from here), or make {address} reachable from this machine",
+            file.display(),
+            broker.id()
+        ));
+    }
+    Ok(())
 }

@@ -22,7 +22,7 @@ use crate::cli::verify_args::{PairingMode, ReportFormat, VerifyArgs};
 use crate::clusters::{connect_both, Cluster};
 use crate::groups::apply::apply;
 use crate::groups::TopicPartition;
-use crate::offsets::history::read_mappings;
+use crate::offsets::history::read_positions;
 use crate::read::{first_committed, Side};
 use crate::replication::progress::InternalTopics;
 use crate::topics::filter::TopicFilter;
@@ -109,14 +109,13 @@ fn catch_up(
     partitions: &[TopicPartition],
 ) -> anyhow::Result<Vec<PartitionCatchUp>> {
     let wanted = partitions.iter().cloned().collect();
-    let (maps, _) = read_mappings(target, &InternalTopics::for_alias(alias).progress, &wanted)?;
+    let positions = read_positions(target, &InternalTopics::for_alias(alias).position, &wanted)?;
     let mut out = Vec::new();
     for (topic, partition) in partitions {
         let (low, high) = source.watermarks(topic, *partition)?;
-        let position = maps
+        let position = positions
             .get(&(topic.clone(), *partition))
-            .and_then(|m| m.replicated_position)
-            .unwrap_or(low);
+            .map_or(low, |p| p.next_source_offset);
         // Past the position, only transaction markers or aborted records
         // may remain for the partition to count as caught up.
         let next = if position < high {

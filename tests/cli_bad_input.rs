@@ -247,6 +247,39 @@ fn unreachable_source_is_named_with_its_address() {
     case.assert_nothing_written();
 }
 
+/// A broker whose advertised listener is unreachable from here (the local
+/// source's proxied listener: the broker listens on one port and advertises
+/// another, where no proxy runs in this test binary). The bootstrap answers,
+/// every later request would fail: named at start-up, with the fix.
+#[test]
+fn unreachable_advertised_listener_is_named_with_the_fix() {
+    let Some(proxied) = bed().source.proxied else {
+        eprintln!("skipped: needs the local clusters' proxied listener");
+        return;
+    };
+    assert!(
+        std::net::TcpStream::connect(("127.0.0.1", proxied.advertised_port)).is_err(),
+        "something (a fault proxy of another test run?) listens on 127.0.0.1:{}; this test needs it unreachable",
+        proxied.advertised_port
+    );
+    let case = Case::new("cli-advertised");
+    case.write_consumer_config(&format!(
+        "bootstrap.servers=127.0.0.1:{}\n",
+        proxied.broker_port
+    ));
+    let (code, output, _) = case.run(&[], CONNECT_LIMIT);
+    assert_failed(
+        code,
+        &output,
+        &[
+            &format!("advertises 127.0.0.1:{}", proxied.advertised_port),
+            "advertised.listeners",
+            &display(&case.setup.consumer_config),
+        ],
+    );
+    case.assert_nothing_written();
+}
+
 /// A closed port as the target's bootstrap address (the source is fine).
 #[test]
 fn unreachable_target_is_named_with_its_address() {

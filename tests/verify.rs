@@ -371,7 +371,7 @@ fn a_target_without_eosmirror_progress_cannot_be_verified_in_mapped_mode() {
     let setup = MirrorSetup::new(&bed.source.bootstrap, &bed.target.bootstrap);
     let (code, _, stderr) = verify(&setup, &["--include", &topic]);
     assert_eq!(code, 2, "{stderr}");
-    assert!(stderr.contains("no progress topic"), "{stderr}");
+    assert!(stderr.contains("has no topic __eosmirror.progress."), "{stderr}");
     assert!(stderr.contains("--mode sequence"), "{stderr}");
 }
 

@@ -7,8 +7,8 @@
 //! where those have no active members. A group with members on the target
 //! is never touched: its consumers own their offsets.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::sync::Arc;
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use eosmirror_state::{SourcePartition, StateStore, Translation as Cached};
@@ -23,6 +23,16 @@ use crate::read::{first_committed, Side};
 use crate::shutdown::Shutdown;
 use crate::topics::filter::TopicFilter;
 use crate::translate::{replicated_partitions, translate_offsets};
+
+/// Groups synced at the same time within a round.
+const SYNC_THREADS: usize = 16;
+
+/// What syncing one group did.
+struct GroupOutcome {
+    /// The translation is in place on the target (committed or unchanged).
+    applied: bool,
+    rereads: i64,
+}
 
 /// Everything a sync round needs.
 pub struct GroupSync {
@@ -81,52 +91,47 @@ impl GroupSync {
             .create()?;
         let observed_at_ms = now_ms();
         let started = Instant::now();
-        let mut synced = 0usize;
-        let source_groups = self.source.groups();
-        let target_groups = self.target.groups();
-        for group in source_groups
+        let names: VecDeque<String> = self
+            .source
+            .groups()
             .list_groups()?
             .into_iter()
             .filter(|g| self.groups.is_match(g))
-        {
-            let offsets = source_groups.committed(&group, &partitions)?;
-            if offsets.is_empty() {
-                continue;
+            .collect();
+        // Each group costs a few round trips through short-lived clients:
+        // groups are synced in parallel, a bounded number at a time.
+        let queue = Mutex::new(names);
+        let outcomes = Mutex::new(Vec::new());
+        std::thread::scope(|scope| {
+            for _ in 0..SYNC_THREADS {
+                scope.spawn(|| loop {
+                    let Some(group) = queue.lock().expect("queue lock").pop_front() else {
+                        return;
+                    };
+                    let outcome = self.sync_group(&group, &partitions, &producer, observed_at_ms);
+                    outcomes
+                        .lock()
+                        .expect("outcomes lock")
+                        .push((group, outcome));
+                });
             }
-            send(
-                &producer,
-                &self.groups_topic,
-                &GroupsTopicRecord::Group(GroupOffsetsRecord {
-                    group: group.clone(),
-                    offsets: offsets
-                        .iter()
-                        .map(|((t, p), o)| (t.clone(), *p, *o))
-                        .collect(),
-                    observed_at_ms,
-                }),
-            )?;
-            let (translated, rereads) = match self.translate(&group, &offsets) {
-                Ok(t) => t,
-                Err(e) => {
-                    tracing::warn!(%group, "group sync: not translated this round: {e:#}");
-                    continue;
+        });
+        let mut synced = 0usize;
+        for (group, outcome) in outcomes.into_inner().expect("outcomes lock") {
+            match outcome {
+                Ok(None) => continue,
+                Ok(Some(GroupOutcome { applied, rereads })) => {
+                    if applied {
+                        last_applied.insert(group.clone(), Instant::now());
+                    }
+                    synced += 1;
+                    let age = last_applied
+                        .get(&group)
+                        .map_or(f64::INFINITY, |t| t.elapsed().as_secs_f64());
+                    crate::metrics::group_synced(&group, age, rereads);
                 }
-            };
-            match apply(&target_groups, &group, &translated, false) {
-                Ok(_) => {
-                    last_applied.insert(group.clone(), Instant::now());
-                }
-                Err(ApplyError::ActiveMembers { .. }) => {
-                    tracing::debug!(%group, "group has active members on the target; not synced")
-                }
-                Err(e @ ApplyError::Rewind { .. }) => tracing::warn!("group sync: {e}"),
-                Err(e) => return Err(e.into()),
+                Err(e) => tracing::warn!(%group, "group sync: {e:#}"),
             }
-            synced += 1;
-            let age = last_applied
-                .get(&group)
-                .map_or(f64::INFINITY, |t| t.elapsed().as_secs_f64());
-            crate::metrics::group_synced(&group, age, rereads);
         }
         send(
             &producer,
@@ -149,6 +154,46 @@ impl GroupSync {
             );
         }
         Ok(last_applied)
+    }
+
+    /// Records one group's source offsets and commits their translation to
+    /// the target group if it has no active members. `None`: the group has
+    /// no offsets for the replicated topics.
+    fn sync_group(
+        &self,
+        group: &str,
+        partitions: &[TopicPartition],
+        producer: &ThreadedProducer<DefaultProducerContext>,
+        observed_at_ms: i64,
+    ) -> anyhow::Result<Option<GroupOutcome>> {
+        let offsets = self.source.groups().committed(group, partitions)?;
+        if offsets.is_empty() {
+            return Ok(None);
+        }
+        send(
+            producer,
+            &self.groups_topic,
+            &GroupsTopicRecord::Group(GroupOffsetsRecord {
+                group: group.to_string(),
+                offsets: offsets
+                    .iter()
+                    .map(|((t, p), o)| (t.clone(), *p, *o))
+                    .collect(),
+                observed_at_ms,
+            }),
+        )?;
+        let (translated, rereads) = self
+            .translate(group, &offsets)
+            .map_err(|e| e.context("not translated this round"))?;
+        let applied = match apply(&self.target.groups(), group, &translated, false) {
+            Ok(_) => true,
+            Err(ApplyError::ActiveMembers { .. }) => {
+                tracing::debug!(%group, "group has active members on the target; not synced");
+                false
+            }
+            Err(e) => return Err(e.into()),
+        };
+        Ok(Some(GroupOutcome { applied, rereads }))
     }
 
     /// Target offsets for a group's source offsets, and the re-read count.

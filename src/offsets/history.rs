@@ -5,6 +5,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use anyhow::{bail, Context};
+use rdkafka::types::RDKafkaErrorCode;
 
 use super::mapping::OffsetMap;
 use crate::read::{RangeReader, ReadError, Side};
@@ -21,13 +22,7 @@ pub fn read_mappings(
     progress_topic: &str,
     wanted: &BTreeSet<(String, i32)>,
 ) -> anyhow::Result<(Mappings, bool)> {
-    let (low, high) = match target.watermarks(progress_topic, PROGRESS_PARTITION) {
-        Ok(marks) => marks,
-        Err(ReadError::Kafka { source, .. }) if source.to_string().contains("Unknown") => bail!(
-            "the target has no progress topic {progress_topic}: it holds no copy made by eosmirror with this --source.alias. Pass the alias `run` used, or use --mode sequence for copies made by other tools"
-        ),
-        Err(e) => return Err(e.into()),
-    };
+    let (low, high) = internal_topic_range(target, progress_topic)?;
     let mut maps = Mappings::new();
     let reader = RangeReader::open(
         target,
@@ -58,4 +53,58 @@ pub fn read_mappings(
         map.seal();
     }
     Ok((maps, low > 0))
+}
+
+/// Offsets of one of eosmirror's internal topics, or an error that says
+/// the target holds nothing eosmirror wrote under that alias.
+fn internal_topic_range(target: &Side, topic: &str) -> anyhow::Result<(i64, i64)> {
+    match target.watermarks(topic, PROGRESS_PARTITION) {
+        Ok(marks) => Ok(marks),
+        Err(ReadError::Kafka { source, .. })
+            if matches!(
+                source.rdkafka_error_code(),
+                Some(
+                    RDKafkaErrorCode::UnknownTopicOrPartition
+                        | RDKafkaErrorCode::UnknownPartition
+                        | RDKafkaErrorCode::UnknownTopic
+                )
+            ) =>
+        {
+            bail!("the target has no topic {topic}: it holds no copy made by eosmirror with this --source.alias. Pass the alias `run` used, or use --mode sequence for copies made by other tools")
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// The latest committed position record of each wanted source partition,
+/// from the compacted position topic: cheap to read whatever the history.
+pub fn read_positions(
+    target: &Side,
+    position_topic: &str,
+    wanted: &BTreeSet<(String, i32)>,
+) -> anyhow::Result<BTreeMap<(String, i32), ProgressRecord>> {
+    let (low, high) = internal_topic_range(target, position_topic)?;
+    let mut latest = BTreeMap::new();
+    let reader = RangeReader::open(
+        target,
+        position_topic,
+        PROGRESS_PARTITION,
+        low,
+        high,
+        true,
+        Arc::default(),
+    )?;
+    for record in reader {
+        let record = record?;
+        let offset = record.offset;
+        let record = ProgressRecord::decode(record.value.as_deref().unwrap_or_default())
+            .with_context(|| {
+                format!("position topic {position_topic} offset {offset} is unreadable")
+            })?;
+        let key = (record.source.topic.clone(), record.source.partition);
+        if wanted.contains(&key) {
+            latest.insert(key, record);
+        }
+    }
+    Ok(latest)
 }
