@@ -5,11 +5,10 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use rdkafka::config::ClientConfig;
-use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
 use rdkafka::error::KafkaError;
 use rdkafka::types::RDKafkaErrorCode;
-use rdkafka::{Offset, TopicPartitionList};
 
+use super::admin::{GroupAdmin, PerGroup};
 use super::TopicPartition;
 
 /// A group operation failed; names the cluster, the group and what was done.
@@ -44,68 +43,36 @@ pub struct GroupClient {
 }
 
 impl GroupClient {
-    fn error(&self, group: &str, operation: &'static str) -> impl Fn(KafkaError) -> GroupError {
-        let (cluster, group) = (self.cluster, group.to_string());
-        move |source| GroupError {
-            cluster,
-            group: group.clone(),
-            operation,
-            source: Box::new(source),
-        }
+    /// An admin client for one call.
+    fn admin(&self, group: &str) -> Result<GroupAdmin, GroupError> {
+        GroupAdmin::new(self.cluster, &self.connection, self.timeout).map_err(|mut e| {
+            e.group = group.to_string();
+            e
+        })
     }
 
-    /// A client acting for `group` that never joins it: it only fetches and
-    /// commits offsets, so it cannot trigger a rebalance.
-    fn for_group(&self, group: &str) -> Result<BaseConsumer, GroupError> {
-        self.connection
-            .clone()
-            .set("group.id", group)
-            .set("enable.auto.commit", "false")
-            .create()
-            .map_err(self.error(group, "creating a client"))
+    /// The outcome for `group` of a batch of one.
+    fn only<T>(&self, group: &str, mut outcome: PerGroup<T>) -> Result<T, GroupError> {
+        outcome.remove(group).unwrap_or_else(|| {
+            Err(GroupError {
+                cluster: self.cluster,
+                group: group.to_string(),
+                operation: "reading the broker's answer",
+                source: Box::new(KafkaError::AdminOp(RDKafkaErrorCode::Fail)),
+            })
+        })
     }
 
     /// Names of all consumer groups on the cluster.
     pub fn list_groups(&self) -> Result<Vec<String>, GroupError> {
-        let client: BaseConsumer = self
-            .connection
-            .create()
-            .map_err(self.error("*", "creating a client"))?;
-        let list = client
-            .fetch_group_list(None, self.timeout)
-            .map_err(self.error("*", "listing groups"))?;
-        Ok(list.groups().iter().map(|g| g.name().to_string()).collect())
+        self.admin("*")?.list()
     }
 
     /// The group's state and active members.
     pub fn membership(&self, group: &str) -> Result<GroupMembership, GroupError> {
-        let client: BaseConsumer = self
-            .connection
-            .create()
-            .map_err(self.error(group, "creating a client"))?;
-        let list = client
-            .fetch_group_list(Some(group), self.timeout)
-            .map_err(self.error(group, "describing"))?;
-        Ok(match list.groups().first() {
-            Some(g) => GroupMembership {
-                state: g.state().to_string(),
-                members: g
-                    .members()
-                    .iter()
-                    .map(|m| {
-                        format!(
-                            "{}@{}",
-                            m.client_id(),
-                            m.client_host().trim_start_matches('/')
-                        )
-                    })
-                    .collect(),
-            },
-            None => GroupMembership {
-                state: "Dead".to_string(),
-                members: Vec::new(),
-            },
-        })
+        let names = [group.to_string()];
+        let outcome = self.admin(group)?.describe(&names);
+        self.only(group, outcome)
     }
 
     /// Committed offsets of `group` for `partitions`; partitions without a
@@ -118,70 +85,21 @@ impl GroupClient {
         if partitions.is_empty() {
             return Ok(BTreeMap::new());
         }
-        let client = self.for_group(group)?;
-        let mut query = TopicPartitionList::new();
-        for (topic, partition) in partitions {
-            query.add_partition(topic, *partition);
-        }
-        let answer = retry_coordinator(|| client.committed_offsets(query.clone(), self.timeout))
-            .map_err(self.error(group, "fetching committed offsets"))?;
-        Ok(answer
-            .elements()
-            .iter()
-            .filter_map(|e| match e.offset() {
-                Offset::Offset(o) if o >= 0 => Some(((e.topic().to_string(), e.partition()), o)),
-                _ => None,
-            })
-            .collect())
+        let names = [group.to_string()];
+        let outcome = self.admin(group)?.committed(&names, partitions);
+        self.only(group, outcome)
     }
 
     /// Commits `offsets` for `group` in one request. The broker refuses it
-    /// if the group has active members (the request carries no generation),
-    /// which backs up the membership check callers make first.
+    /// if the group has active members, which backs up the membership check
+    /// callers make first.
     pub fn commit(
         &self,
         group: &str,
         offsets: &BTreeMap<TopicPartition, i64>,
     ) -> Result<(), GroupError> {
-        let client = self.for_group(group)?;
-        let mut list = TopicPartitionList::new();
-        for ((topic, partition), offset) in offsets {
-            list.add_partition_offset(topic, *partition, Offset::Offset(*offset))
-                .map_err(self.error(group, "preparing the commit"))?;
-        }
-        client
-            .commit(&list, CommitMode::Sync)
-            .map_err(self.error(group, "committing offsets"))
-    }
-}
-
-/// Attempts of a group request while its coordinator moves or loads.
-const COORDINATOR_ATTEMPTS: u32 = 10;
-
-/// Runs `request` again while the group coordinator is not ready (a new
-/// group's coordinator is being chosen, or a broker just restarted and is
-/// loading offsets): errors the broker asks clients to retry.
-fn retry_coordinator<T>(
-    mut request: impl FnMut() -> Result<T, KafkaError>,
-) -> Result<T, KafkaError> {
-    let mut attempt = 1;
-    loop {
-        match request() {
-            Err(e)
-                if attempt < COORDINATOR_ATTEMPTS
-                    && matches!(
-                        e.rdkafka_error_code(),
-                        Some(
-                            RDKafkaErrorCode::NotCoordinator
-                                | RDKafkaErrorCode::CoordinatorLoadInProgress
-                                | RDKafkaErrorCode::CoordinatorNotAvailable
-                        )
-                    ) =>
-            {
-                std::thread::sleep(Duration::from_millis(200 * u64::from(attempt)));
-                attempt += 1;
-            }
-            result => return result,
-        }
+        let commits = BTreeMap::from([(group.to_string(), offsets.clone())]);
+        let outcome = self.admin(group)?.commit(&commits);
+        self.only(group, outcome)
     }
 }

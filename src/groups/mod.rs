@@ -2,6 +2,7 @@
 //! committed offsets, translating them exactly through the offset mapping,
 //! and committing the translations to the same group on the target.
 
+pub mod admin;
 pub mod apply;
 pub mod kafka;
 pub mod record;

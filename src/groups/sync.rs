@@ -7,32 +7,23 @@
 //! where those have no active members. A group with members on the target
 //! is never touched: its consumers own their offsets.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
-use std::sync::{Arc, Mutex};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use eosmirror_state::{SourcePartition, StateStore, Translation as Cached};
 use rdkafka::producer::{BaseRecord, DefaultProducerContext, Producer, ThreadedProducer};
 use regex::Regex;
 
-use super::apply::{apply, ApplyError};
+use super::admin::GroupAdmin;
+use super::apply::plan;
 use super::record::{GroupOffsetsRecord, GroupsTopicRecord, SourceEndsRecord};
 use super::TopicPartition;
-use crate::clusters::Cluster;
+use crate::clusters::{Cluster, CONNECT_TIMEOUT};
 use crate::read::{first_committed, Side};
 use crate::shutdown::Shutdown;
 use crate::topics::filter::TopicFilter;
 use crate::translate::{replicated_partitions, translate_offsets};
-
-/// Groups synced at the same time within a round.
-const SYNC_THREADS: usize = 16;
-
-/// What syncing one group did.
-struct GroupOutcome {
-    /// The translation is in place on the target (committed or unchanged).
-    applied: bool,
-    rereads: i64,
-}
 
 /// Everything a sync round needs.
 pub struct GroupSync {
@@ -91,48 +82,105 @@ impl GroupSync {
             .create()?;
         let observed_at_ms = now_ms();
         let started = Instant::now();
-        let names: VecDeque<String> = self
+        let names: Vec<String> = self
             .source
             .groups()
             .list_groups()?
             .into_iter()
             .filter(|g| self.groups.is_match(g))
             .collect();
-        // Each group costs a few round trips through short-lived clients:
-        // groups are synced in parallel, a bounded number at a time.
-        let queue = Mutex::new(names);
-        let outcomes = Mutex::new(Vec::new());
-        std::thread::scope(|scope| {
-            for _ in 0..SYNC_THREADS {
-                scope.spawn(|| loop {
-                    let Some(group) = queue.lock().expect("queue lock").pop_front() else {
-                        return;
-                    };
-                    let outcome = self.sync_group(&group, &partitions, &producer, observed_at_ms);
-                    outcomes
-                        .lock()
-                        .expect("outcomes lock")
-                        .push((group, outcome));
-                });
-            }
-        });
-        let mut synced = 0usize;
-        for (group, outcome) in outcomes.into_inner().expect("outcomes lock") {
-            match outcome {
-                Ok(None) => continue,
-                Ok(Some(GroupOutcome { applied, rereads })) => {
-                    if applied {
-                        last_applied.insert(group.clone(), Instant::now());
-                    }
-                    synced += 1;
-                    let age = last_applied
-                        .get(&group)
-                        .map_or(f64::INFINITY, |t| t.elapsed().as_secs_f64());
-                    crate::metrics::group_synced(&group, age, rereads);
+        // Every group's requests are in flight at once on one admin client
+        // per cluster: a round costs a few round trips, not a few per group.
+        let source_admin = GroupAdmin::new("source", &self.source.connection, CONNECT_TIMEOUT)?;
+        let target_admin = GroupAdmin::new("target", &self.target.connection, CONNECT_TIMEOUT)?;
+        let mut translated = BTreeMap::new();
+        let mut rereads = BTreeMap::new();
+        for (group, offsets) in source_admin.committed(&names, &partitions) {
+            let offsets = match offsets {
+                Ok(o) if o.is_empty() => continue,
+                Ok(o) => o,
+                Err(e) => {
+                    tracing::warn!(%group, "group sync: {e}");
+                    continue;
                 }
-                Err(e) => tracing::warn!(%group, "group sync: {e:#}"),
+            };
+            send(
+                &producer,
+                &self.groups_topic,
+                &GroupsTopicRecord::Group(GroupOffsetsRecord {
+                    group: group.clone(),
+                    offsets: offsets
+                        .iter()
+                        .map(|((t, p), o)| (t.clone(), *p, *o))
+                        .collect(),
+                    observed_at_ms,
+                }),
+            )?;
+            match self.translate(&group, &offsets) {
+                Ok((target_offsets, r)) => {
+                    translated.insert(group.clone(), target_offsets);
+                    rereads.insert(group, r);
+                }
+                Err(e) => tracing::warn!(%group, "group sync: not translated this round: {e:#}"),
             }
         }
+
+        // Only groups nobody consumes on the target are written.
+        let candidates: Vec<String> = translated.keys().cloned().collect();
+        let idle: Vec<String> = target_admin
+            .describe(&candidates)
+            .into_iter()
+            .filter_map(|(group, membership)| match membership {
+                Ok(m) if m.members.is_empty() => Some(group),
+                Ok(_) => {
+                    tracing::debug!(%group, "group has active members on the target; not synced");
+                    None
+                }
+                Err(e) => {
+                    tracing::warn!(%group, "group sync: {e}");
+                    None
+                }
+            })
+            .collect();
+        let mut commits = BTreeMap::new();
+        let mut in_place = Vec::new();
+        for (group, current) in target_admin.committed(&idle, &partitions) {
+            let current = match current {
+                Ok(c) => c,
+                Err(e) => {
+                    tracing::warn!(%group, "group sync: {e}");
+                    continue;
+                }
+            };
+            match plan(&group, &translated[&group], &current, false) {
+                Ok(applied) if applied.committed.is_empty() => in_place.push(group),
+                Ok(applied) => {
+                    let offsets = applied
+                        .committed
+                        .into_iter()
+                        .map(|(p, (_, new))| (p, new))
+                        .collect();
+                    commits.insert(group, offsets);
+                }
+                Err(e) => tracing::warn!("group sync: {e}"),
+            }
+        }
+        for (group, done) in target_admin.commit(&commits) {
+            match done {
+                Ok(()) => in_place.push(group),
+                Err(e) => tracing::warn!(%group, "group sync: {e}"),
+            }
+        }
+        for group in in_place {
+            last_applied.insert(group, Instant::now());
+        }
+        for (group, r) in &rereads {
+            let age = last_applied
+                .get(group)
+                .map_or(f64::INFINITY, |t| t.elapsed().as_secs_f64());
+            crate::metrics::group_synced(group, age, *r);
+        }
+        let synced = rereads.len();
         send(
             &producer,
             &self.groups_topic,
@@ -154,46 +202,6 @@ impl GroupSync {
             );
         }
         Ok(last_applied)
-    }
-
-    /// Records one group's source offsets and commits their translation to
-    /// the target group if it has no active members. `None`: the group has
-    /// no offsets for the replicated topics.
-    fn sync_group(
-        &self,
-        group: &str,
-        partitions: &[TopicPartition],
-        producer: &ThreadedProducer<DefaultProducerContext>,
-        observed_at_ms: i64,
-    ) -> anyhow::Result<Option<GroupOutcome>> {
-        let offsets = self.source.groups().committed(group, partitions)?;
-        if offsets.is_empty() {
-            return Ok(None);
-        }
-        send(
-            producer,
-            &self.groups_topic,
-            &GroupsTopicRecord::Group(GroupOffsetsRecord {
-                group: group.to_string(),
-                offsets: offsets
-                    .iter()
-                    .map(|((t, p), o)| (t.clone(), *p, *o))
-                    .collect(),
-                observed_at_ms,
-            }),
-        )?;
-        let (translated, rereads) = self
-            .translate(group, &offsets)
-            .map_err(|e| e.context("not translated this round"))?;
-        let applied = match apply(&self.target.groups(), group, &translated, false) {
-            Ok(_) => true,
-            Err(ApplyError::ActiveMembers { .. }) => {
-                tracing::debug!(%group, "group has active members on the target; not synced");
-                false
-            }
-            Err(e) => return Err(e.into()),
-        };
-        Ok(Some(GroupOutcome { applied, rereads }))
     }
 
     /// Target offsets for a group's source offsets, and the re-read count.
