@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use rdkafka::config::ClientConfig;
 
-use crate::cli::groups_args::ClusterArgs;
+use crate::cli::common::ConnectionArgs;
 use crate::config::ClientRole;
 use crate::connect::cluster_id;
 use crate::groups::kafka::GroupClient;
@@ -54,7 +54,7 @@ impl Cluster {
 }
 
 /// Both clusters of a command.
-pub fn connect_both(args: &ClusterArgs) -> anyhow::Result<(Cluster, Cluster)> {
+pub fn connect_both(args: &ConnectionArgs) -> anyhow::Result<(Cluster, Cluster)> {
     Ok((
         Cluster::connect("source", &args.consumer_config, ClientRole::Consumer)?,
         Cluster::connect("target", &args.producer_config, ClientRole::Producer)?,

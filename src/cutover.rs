@@ -25,7 +25,6 @@ use crate::groups::TopicPartition;
 use crate::offsets::history::read_positions;
 use crate::read::{first_committed, Side};
 use crate::replication::progress::InternalTopics;
-use crate::topics::filter::TopicFilter;
 use crate::translate::{replicated_partitions, translate_offsets, GroupTranslation};
 use crate::verify::report::{Report, Verdict};
 
@@ -147,16 +146,16 @@ fn source_ends(
 
 /// Runs `eosmirror cutover`. Blocking.
 pub fn run(args: &CutoverArgs) -> anyhow::Result<CutoverReport> {
-    let filter = TopicFilter::new(&args.include, args.exclude.as_deref())?;
+    let filter = args.topics.filter()?;
     let group_pattern = Regex::new(&format!("^(?:{})$", args.groups))
         .map_err(|e| anyhow::anyhow!("--groups {:?} is not a valid regex: {e}", args.groups))?;
-    let alias = &args.clusters.source_alias;
-    let (source, target) = connect_both(&args.clusters)?;
+    let alias = &args.connection.source_alias;
+    let (source, target) = connect_both(&args.connection)?;
     let partitions = replicated_partitions(&source, &target, Some(&filter))?;
     if partitions.is_empty() {
         bail!(
             "no topic matching --include {:?} exists on both clusters",
-            args.include
+            args.topics.include
         );
     }
     let mut problems = Vec::new();
@@ -215,11 +214,8 @@ pub fn run(args: &CutoverArgs) -> anyhow::Result<CutoverReport> {
     let mut verify_report = None;
     if caught_up {
         let verify_args = VerifyArgs {
-            consumer_config: args.clusters.consumer_config.clone(),
-            producer_config: args.clusters.producer_config.clone(),
-            include: args.include.clone(),
-            exclude: args.exclude.clone(),
-            source_alias: alias.clone(),
+            connection: args.connection.clone(),
+            topics: args.topics.clone(),
             since: None,
             last: (!args.full).then_some(args.verify_last),
             mode: PairingMode::Mapped,

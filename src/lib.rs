@@ -7,8 +7,8 @@
 //! partition), `metrics` and `shutdown` are the operational edges.
 
 pub mod cli;
-pub mod config;
 pub mod clusters;
+pub mod config;
 pub mod connect;
 pub mod cutover;
 pub mod failover;
@@ -19,6 +19,6 @@ pub mod read;
 pub mod replication;
 pub mod run;
 pub mod shutdown;
-pub mod translate;
 pub mod topics;
+pub mod translate;
 pub mod verify;

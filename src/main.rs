@@ -54,7 +54,7 @@ fn main() -> ExitCode {
             }
         }
         Command::Translate(args) => {
-            let format = args.clusters.format;
+            let format = args.format;
             match blocking(&runtime, move || eosmirror::translate::run(&args)) {
                 Ok(report) => {
                     print(format, &report, || report.to_text());
@@ -64,7 +64,7 @@ fn main() -> ExitCode {
             }
         }
         Command::Cutover(args) => {
-            let format = args.clusters.format;
+            let format = args.format;
             match blocking(&runtime, move || eosmirror::cutover::run(&args)) {
                 Ok(report) => {
                     print(format, &report, || report.to_text());

@@ -20,7 +20,6 @@ use crate::replication::supervisor::{self, SupervisorSettings};
 use crate::replication::throttle::{self, Throttle, ThrottleLimits};
 use crate::replication::worker::WorkerSettings;
 use crate::shutdown::Shutdown;
-use crate::topics::filter::TopicFilter;
 use crate::topics::target::TargetTopicOptions;
 
 /// How long start-up waits for a cluster to answer.
@@ -101,7 +100,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     for note in args.mirrormaker.check()? {
         tracing::info!("{note}");
     }
-    let filter = TopicFilter::new(&args.include, args.exclude.as_deref())?;
+    let filter = args.topics.filter()?;
     let groups_sync = args
         .groups_sync
         .as_deref()
@@ -117,14 +116,17 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
             records_per_sec: args.throttle_records_per_sec,
         },
     };
-    let mut source = load_client_config(&args.consumer_config, ClientRole::Consumer)?;
-    let mut target = load_client_config(&args.producer_config, ClientRole::Producer)?;
+    let mut source = load_client_config(&args.connection.consumer_config, ClientRole::Consumer)?;
+    let mut target = load_client_config(&args.connection.producer_config, ClientRole::Producer)?;
     let source_connection = connection_only(&source);
     let target_connection = connection_only(&target);
 
     let (source_id, target_id) = {
         let (s, t) = (source_connection.clone(), target_connection.clone());
-        let (sf, tf) = (args.consumer_config.clone(), args.producer_config.clone());
+        let (sf, tf) = (
+            args.connection.consumer_config.clone(),
+            args.connection.producer_config.clone(),
+        );
         tokio::task::spawn_blocking(move || {
             Ok::<_, anyhow::Error>((
                 cluster_id(&s, "source", &sf, CONNECT_TIMEOUT)?,
@@ -138,7 +140,10 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     }
 
     if source.get("group.id").is_none() {
-        source.set("group.id", format!("eosmirror.{}", args.source_alias));
+        source.set(
+            "group.id",
+            format!("eosmirror.{}", args.connection.source_alias),
+        );
     }
     for (k, v) in SOURCE_OVERRIDES {
         source.set(*k, *v);
@@ -153,7 +158,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     }
 
     let identity = ClusterIdentity {
-        source_alias: args.source_alias.clone(),
+        source_alias: args.connection.source_alias.clone(),
         source_cluster_id: source_id,
         target_cluster_id: target_id,
     };
@@ -191,8 +196,11 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         source,
         target,
         target_reader: target_connection.clone(),
-        internal_topics: InternalTopics::for_alias(&args.source_alias),
-        transactional_id_base: format!("{}.{}", args.transactional_id_prefix, args.source_alias),
+        internal_topics: InternalTopics::for_alias(&args.connection.source_alias),
+        transactional_id_base: format!(
+            "{}.{}",
+            args.transactional_id_prefix, args.connection.source_alias
+        ),
         limits: BatchLimits {
             max_records: args.batch_max_records,
             max_bytes: args.batch_max_bytes,
@@ -233,8 +241,8 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
                 name: "target",
                 connection: supervisor_settings.target_admin.clone(),
             },
-            groups_topic: InternalTopics::for_alias(&args.source_alias).groups,
-            alias: args.source_alias.clone(),
+            groups_topic: InternalTopics::for_alias(&args.connection.source_alias).groups,
+            alias: args.connection.source_alias.clone(),
             state: Arc::clone(&state),
         };
         tokio::spawn(sync.run(shutdown.clone()));

@@ -167,7 +167,7 @@ pub fn run(args: &TranslateArgs) -> anyhow::Result<GroupTranslation> {
         .as_deref()
         .map(|t| TopicFilter::new(t, None))
         .transpose()?;
-    let (source, target) = connect_both(&args.clusters)?;
+    let (source, target) = connect_both(&args.connection)?;
     let partitions = replicated_partitions(&source, &target, topics.as_ref())?;
     let offsets = source.groups().committed(&args.group, &partitions)?;
     if offsets.is_empty() {
@@ -177,8 +177,12 @@ pub fn run(args: &TranslateArgs) -> anyhow::Result<GroupTranslation> {
             args.topic.as_ref().map(|t| format!(" matching {t:?}")).unwrap_or_default()
         );
     }
-    let mut translation =
-        translate_offsets(&target, &args.clusters.source_alias, &args.group, &offsets)?;
+    let mut translation = translate_offsets(
+        &target,
+        &args.connection.source_alias,
+        &args.group,
+        &offsets,
+    )?;
     if args.apply {
         let Some(target_offsets) = translation.target_offsets() else {
             bail!("{}not applying: some partitions have no translation, and a group is moved all at once or not at all", translation.to_text());

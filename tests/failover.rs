@@ -4,16 +4,13 @@
 
 mod support;
 
-use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::Command;
 use std::time::Duration;
 
-use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
-use rdkafka::{Offset, TopicPartitionList};
 use serde_json::Value;
 use support::mirror::{wait_for_copy, MirrorSetup};
-use support::{bed, unique_name, Cluster, Isolation, TestRecord};
+use support::{bed, unique_name, Isolation, TestRecord};
 
 /// Stops the local source broker until dropped (also when the test fails).
 struct StoppedBroker(i32);
@@ -46,42 +43,6 @@ impl Drop for StoppedBroker {
     }
 }
 
-fn commit_group(cluster: &Cluster, group: &str, offsets: &[(&str, i32, i64)]) {
-    let consumer: BaseConsumer = cluster
-        .client_config()
-        .set("group.id", group)
-        .create()
-        .unwrap();
-    let mut list = TopicPartitionList::new();
-    for (t, p, o) in offsets {
-        list.add_partition_offset(t, *p, Offset::Offset(*o))
-            .unwrap();
-    }
-    consumer.commit(&list, CommitMode::Sync).unwrap();
-}
-
-fn target_group_offsets(group: &str, topic: &str) -> BTreeMap<i32, i64> {
-    let consumer: BaseConsumer = bed()
-        .target
-        .client_config()
-        .set("group.id", group)
-        .create()
-        .unwrap();
-    let mut list = TopicPartitionList::new();
-    list.add_partition(topic, 0);
-    list.add_partition(topic, 1);
-    consumer
-        .committed_offsets(list, Duration::from_secs(30))
-        .unwrap()
-        .elements()
-        .iter()
-        .filter_map(|e| match e.offset() {
-            Offset::Offset(o) => Some((e.partition(), o)),
-            _ => None,
-        })
-        .collect()
-}
-
 fn record(partition: i32, i: usize) -> TestRecord {
     TestRecord::new(partition, &format!("k{i}"), &format!("v{i}"))
 }
@@ -97,7 +58,8 @@ fn failover_applies_recorded_offsets_and_reports_what_was_not_replicated() {
     let first: Vec<_> = (0..100).map(|i| record(i as i32 % 2, i)).collect();
     bed.source.produce(&topic, &first);
     let group = unique_name("failover-group");
-    commit_group(&bed.source, &group, &[(&topic, 0, 20), (&topic, 1, 35)]);
+    bed.source
+        .commit_group(&group, &[(&topic, 0, 20), (&topic, 1, 35)]);
 
     // Replicating slowly (2 records/s) with group sync every second, so that
     // the source is ahead when it dies.
@@ -178,7 +140,7 @@ fn failover_applies_recorded_offsets_and_reports_what_was_not_replicated() {
     }
     // A consumer of the group resumes on the target with nothing skipped:
     // it reads exactly the copies of the records it had not consumed.
-    let offsets = target_group_offsets(&group, &topic);
+    let offsets = bed.target.group_offsets(&group, &topic, 2);
     for (p, source_offset) in [(0, 20), (1, 35)] {
         let want: Vec<_> = source
             .iter()

@@ -6,75 +6,15 @@
 mod support;
 
 use std::collections::BTreeMap;
-use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
-use rdkafka::message::{Headers, Message};
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::message::Message;
 use rdkafka::{Offset, TopicPartitionList};
 use support::mirror::{wait_for_copy, MirrorSetup};
 use support::{bed, unique_name, Cluster, Isolation, ReadRecord, TestRecord, TxnOutcome};
-
-/// Runs an eosmirror subcommand with the setup's files and alias.
-fn eosmirror(setup: &MirrorSetup, command: &str, args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_eosmirror"))
-        .arg(command)
-        .arg("--consumer.config")
-        .arg(&setup.consumer_config)
-        .arg("--producer.config")
-        .arg(&setup.producer_config)
-        .args(["--source.alias", &setup.alias])
-        .args(args)
-        .output()
-        .expect("run eosmirror");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
-
-/// Commits `offsets` for `group` without joining it (as a stopped consumer
-/// group looks).
-fn commit_group(cluster: &Cluster, group: &str, offsets: &[(&str, i32, i64)]) {
-    let consumer: BaseConsumer = cluster
-        .client_config()
-        .set("group.id", group)
-        .set("enable.auto.commit", "false")
-        .create()
-        .unwrap();
-    let mut list = TopicPartitionList::new();
-    for (t, p, o) in offsets {
-        list.add_partition_offset(t, *p, Offset::Offset(*o))
-            .unwrap();
-    }
-    consumer.commit(&list, CommitMode::Sync).unwrap();
-}
-
-fn committed(cluster: &Cluster, group: &str, topic: &str, partitions: i32) -> BTreeMap<i32, i64> {
-    let consumer: BaseConsumer = cluster
-        .client_config()
-        .set("group.id", group)
-        .set("enable.auto.commit", "false")
-        .create()
-        .unwrap();
-    let mut list = TopicPartitionList::new();
-    for p in 0..partitions {
-        list.add_partition(topic, p);
-    }
-    consumer
-        .committed_offsets(list, Duration::from_secs(30))
-        .unwrap()
-        .elements()
-        .iter()
-        .filter_map(|e| match e.offset() {
-            Offset::Offset(o) => Some((e.partition(), o)),
-            _ => None,
-        })
-        .collect()
-}
 
 /// What a consumer of `group` reads from its committed offsets to the end
 /// of each partition (`read_committed`), per partition.
@@ -84,7 +24,7 @@ fn resume_as_group(
     topic: &str,
     partitions: i32,
 ) -> BTreeMap<i32, Vec<ReadRecord>> {
-    let start = committed(cluster, group, topic, partitions);
+    let start = cluster.group_offsets(group, topic, partitions);
     let consumer: BaseConsumer = cluster
         .client_config()
         .set("group.id", unique_name("reader"))
@@ -127,21 +67,9 @@ fn resume_as_group(
         );
         if let Some(m) = consumer.poll(Duration::from_millis(100)) {
             let m = m.unwrap();
-            out.get_mut(&m.partition()).unwrap().push(ReadRecord {
-                partition: m.partition(),
-                offset: m.offset(),
-                key: m.key().map(<[u8]>::to_vec),
-                value: m.payload().map(<[u8]>::to_vec),
-                headers: m
-                    .headers()
-                    .map(|hs| {
-                        hs.iter()
-                            .map(|h| (h.key.to_string(), h.value.map(<[u8]>::to_vec)))
-                            .collect()
-                    })
-                    .unwrap_or_default(),
-                timestamp: m.timestamp(),
-            });
+            out.get_mut(&m.partition())
+                .unwrap()
+                .push(ReadRecord::from_message(&m));
         }
     }
 }
@@ -277,12 +205,12 @@ fn translate_apply_resumes_a_group_exactly_across_markers_aborts_and_compaction(
         (topic.as_str(), 2, marker),             // a commit marker
         (compacted.as_str(), 0, first_kept - 1), // a compacted-away record
     ];
-    commit_group(&bed.source, &group, &offsets);
+    bed.source.commit_group(&group, &offsets);
 
     let setup = MirrorSetup::new(&bed.source.bootstrap, &bed.target.bootstrap);
     setup.copy_and_check(&format!("{topic}|{compacted}"), &[], &[&topic, &compacted]);
 
-    let (code, stdout, stderr) = eosmirror(&setup, "translate", &["--group", &group, "--apply"]);
+    let (code, stdout, stderr) = setup.command("translate", &["--group", &group, "--apply"]);
     assert_eq!(code, 0, "{stdout}\n{stderr}");
     assert_eq!(stdout.matches("(exact)").count(), 4, "{stdout}");
     assert_eq!(stdout.matches("[applied;").count(), 4, "{stdout}");
@@ -304,35 +232,34 @@ fn translate_apply_resumes_a_group_exactly_across_markers_aborts_and_compaction(
     );
 
     // Again: nothing to change.
-    let (code, stdout, _) = eosmirror(&setup, "translate", &["--group", &group, "--apply"]);
+    let (code, stdout, _) = setup.command("translate", &["--group", &group, "--apply"]);
     assert_eq!(code, 0);
     assert_eq!(stdout.matches("[unchanged;").count(), 4, "{stdout}");
 
     // A target group ahead is never moved back without --allow-rewind.
-    let ahead = committed(&bed.target, &group, &topic, 3)[&0] + 2;
-    commit_group(&bed.target, &group, &[(&topic, 0, ahead)]);
-    let (code, _, stderr) = eosmirror(&setup, "translate", &["--group", &group, "--apply"]);
+    let ahead = bed.target.group_offsets(&group, &topic, 3)[&0] + 2;
+    bed.target.commit_group(&group, &[(&topic, 0, ahead)]);
+    let (code, _, stderr) = setup.command("translate", &["--group", &group, "--apply"]);
     assert_ne!(code, 0);
     assert!(
         stderr.contains("backwards") && stderr.contains("--allow-rewind"),
         "{stderr}"
     );
     assert_eq!(
-        committed(&bed.target, &group, &topic, 3)[&0],
+        bed.target.group_offsets(&group, &topic, 3)[&0],
         ahead,
         "nothing was committed"
     );
-    let (code, _, stderr) = eosmirror(
-        &setup,
+    let (code, _, stderr) = setup.command(
         "translate",
         &["--group", &group, "--apply", "--allow-rewind"],
     );
     assert_eq!(code, 0, "{stderr}");
-    assert!(committed(&bed.target, &group, &topic, 3)[&0] < ahead);
+    assert!(bed.target.group_offsets(&group, &topic, 3)[&0] < ahead);
 
     // A group with active members on the target is not touched.
     let member = ActiveMember::join(&bed.target, &group, &topic);
-    let (code, _, stderr) = eosmirror(&setup, "translate", &["--group", &group, "--apply"]);
+    let (code, _, stderr) = setup.command("translate", &["--group", &group, "--apply"]);
     assert_ne!(code, 0);
     assert!(stderr.contains("active member"), "{stderr}");
     drop(member);
@@ -420,8 +347,10 @@ fn group_sync_follows_idle_target_groups_and_leaves_active_ones_alone() {
     bed.source.produce(&topic, &records);
     let idle = unique_name("idle");
     let active = unique_name("active");
-    commit_group(&bed.source, &idle, &[(&topic, 0, 30), (&topic, 1, 40)]);
-    commit_group(&bed.source, &active, &[(&topic, 0, 10), (&topic, 1, 10)]);
+    bed.source
+        .commit_group(&idle, &[(&topic, 0, 30), (&topic, 1, 40)]);
+    bed.source
+        .commit_group(&active, &[(&topic, 0, 10), (&topic, 1, 10)]);
     bed.target
         .create_topic_with(&topic, 2, &[("retention.ms", "-1")]);
     let member = ActiveMember::join(&bed.target, &active, &topic);
@@ -451,7 +380,8 @@ fn group_sync_follows_idle_target_groups_and_leaves_active_ones_alone() {
     let target = bed.target.read_all(&topic, Isolation::ReadCommitted);
 
     for (o0, o1) in [(30, 40), (77, 100)] {
-        commit_group(&bed.source, &idle, &[(&topic, 0, o0), (&topic, 1, o1)]);
+        bed.source
+            .commit_group(&idle, &[(&topic, 0, o0), (&topic, 1, o1)]);
         let want: BTreeMap<i32, i64> = [(0, o0), (1, o1)]
             .into_iter()
             .map(|(p, o)| (p, copy_offset(&source, &target, p, o)))
@@ -460,7 +390,7 @@ fn group_sync_follows_idle_target_groups_and_leaves_active_ones_alone() {
         mirror.wait_until(
             Duration::from_secs(30),
             Duration::from_millis(200),
-            || (committed(&bed.target, &idle, &topic, 2) == want).then_some(()),
+            || (bed.target.group_offsets(&idle, &topic, 2) == want).then_some(()),
             |out| {
                 format!("the idle target group did not follow the source group to {want:?}:\n{out}")
             },
@@ -482,7 +412,10 @@ fn group_sync_follows_idle_target_groups_and_leaves_active_ones_alone() {
 
     // The active group's consumers own its offsets on the target.
     std::thread::sleep(Duration::from_secs(3));
-    assert_eq!(committed(&bed.target, &active, &topic, 2), BTreeMap::new());
+    assert_eq!(
+        bed.target.group_offsets(&active, &topic, 2),
+        BTreeMap::new()
+    );
     drop(member);
     assert_eq!(
         mirror.stop(Duration::from_secs(30)),
@@ -508,7 +441,8 @@ fn cutover_completes_on_a_stopped_stream_and_times_out_when_replication_stalls()
             .produce_transaction(&topic, &batch, TxnOutcome::Commit);
         std::thread::sleep(Duration::from_millis(200));
     }
-    commit_group(&bed.source, &group, &[(&topic, 0, 25), (&topic, 1, 61)]);
+    bed.source
+        .commit_group(&group, &[(&topic, 0, 25), (&topic, 1, 61)]);
 
     let args = [
         "--include",
@@ -518,7 +452,7 @@ fn cutover_completes_on_a_stopped_stream_and_times_out_when_replication_stalls()
         "--timeout.ms",
         "60000",
     ];
-    let (code, stdout, stderr) = eosmirror(&setup, "cutover", &args);
+    let (code, stdout, stderr) = setup.command("cutover", &args);
     assert_eq!(code, 0, "{stdout}\n{stderr}");
     assert!(stdout.contains("cutover: COMPLETE"), "{stdout}");
     assert!(stdout.contains("verdict: EXACT"), "{stdout}");
@@ -532,7 +466,7 @@ fn cutover_completes_on_a_stopped_stream_and_times_out_when_replication_stalls()
         );
     }
     // Idempotent.
-    let (code, stdout, _) = eosmirror(&setup, "cutover", &args);
+    let (code, stdout, _) = setup.command("cutover", &args);
     assert_eq!(code, 0, "{stdout}");
     assert_eq!(stdout.matches("[unchanged;").count(), 2, "{stdout}");
 
@@ -540,8 +474,7 @@ fn cutover_completes_on_a_stopped_stream_and_times_out_when_replication_stalls()
     mirror.kill();
     bed.source
         .produce(&topic, &[record(0, "late", 0), record(1, "late", 1)]);
-    let (code, stdout, _) = eosmirror(
-        &setup,
+    let (code, stdout, _) = setup.command(
         "cutover",
         &[
             "--include",

@@ -10,32 +10,14 @@
 
 mod support;
 
-use std::process::Command;
-
 use eosmirror::replication::progress::{InternalTopics, ProgressRecord};
 use eosmirror_state::{OffsetRun, SourcePartition};
 use serde_json::Value;
 use support::mirror::MirrorSetup;
 use support::{bed, unique_name, Isolation, ReadRecord, TestRecord, TxnOutcome};
 
-/// Runs `eosmirror verify` with the setup's files and alias; returns exit
-/// code, stdout and stderr.
 fn verify(setup: &MirrorSetup, args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_eosmirror"))
-        .arg("verify")
-        .arg("--consumer.config")
-        .arg(&setup.consumer_config)
-        .arg("--producer.config")
-        .arg(&setup.producer_config)
-        .args(["--source.alias", &setup.alias])
-        .args(args)
-        .output()
-        .expect("run eosmirror verify");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    setup.command("verify", args)
 }
 
 fn verify_json(setup: &MirrorSetup, args: &[&str]) -> (i32, Value) {
@@ -371,7 +353,10 @@ fn a_target_without_eosmirror_progress_cannot_be_verified_in_mapped_mode() {
     let setup = MirrorSetup::new(&bed.source.bootstrap, &bed.target.bootstrap);
     let (code, _, stderr) = verify(&setup, &["--include", &topic]);
     assert_eq!(code, 2, "{stderr}");
-    assert!(stderr.contains("has no topic __eosmirror.progress."), "{stderr}");
+    assert!(
+        stderr.contains("has no topic __eosmirror.progress."),
+        "{stderr}"
+    );
     assert!(stderr.contains("--mode sequence"), "{stderr}");
 }
 

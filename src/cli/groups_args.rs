@@ -4,46 +4,17 @@ use std::path::PathBuf;
 
 use clap::Args;
 
-use super::verify_args::ReportFormat;
-
-/// How to reach both clusters and which mirror's mapping to use: the same
-/// files and alias `run` was given.
-#[derive(Debug, Args, Clone)]
-pub struct ClusterArgs {
-    /// Java client properties for the source cluster.
-    #[arg(
-        long = "consumer.config",
-        env = "EOSMIRROR_CONSUMER_CONFIG",
-        value_name = "FILE"
-    )]
-    pub consumer_config: PathBuf,
-
-    /// Java client properties for the target cluster.
-    #[arg(
-        long = "producer.config",
-        env = "EOSMIRROR_PRODUCER_CONFIG",
-        value_name = "FILE"
-    )]
-    pub producer_config: PathBuf,
-
-    /// The `--source.alias` of the mirror (names its internal topics).
-    #[arg(
-        long = "source.alias",
-        env = "EOSMIRROR_SOURCE_ALIAS",
-        default_value = "source"
-    )]
-    pub source_alias: String,
-
-    /// Report format on standard output.
-    #[arg(long, value_enum, default_value = "text")]
-    pub format: ReportFormat,
-}
+use super::common::{ConnectionArgs, ReportFormat, TopicArgs};
 
 /// `eosmirror translate`.
 #[derive(Debug, Args)]
 pub struct TranslateArgs {
     #[command(flatten)]
-    pub clusters: ClusterArgs,
+    pub connection: ConnectionArgs,
+
+    /// Report format on standard output.
+    #[arg(long, value_enum, default_value = "text")]
+    pub format: ReportFormat,
 
     /// The consumer group whose source offsets are translated.
     #[arg(long)]
@@ -100,25 +71,14 @@ pub struct FailoverArgs {
 #[derive(Debug, Args)]
 pub struct CutoverArgs {
     #[command(flatten)]
-    pub clusters: ClusterArgs,
+    pub connection: ConnectionArgs,
 
-    /// Replicated topics to cut over (same syntax as `run --include`).
-    #[arg(
-        long,
-        visible_alias = "whitelist",
-        env = "EOSMIRROR_INCLUDE",
-        value_name = "REGEX"
-    )]
-    pub include: String,
+    /// Report format on standard output.
+    #[arg(long, value_enum, default_value = "text")]
+    pub format: ReportFormat,
 
-    /// Topics to leave out.
-    #[arg(
-        long,
-        visible_alias = "blacklist",
-        env = "EOSMIRROR_EXCLUDE",
-        value_name = "REGEX"
-    )]
-    pub exclude: Option<String>,
+    #[command(flatten)]
+    pub topics: TopicArgs,
 
     /// Consumer groups (regex, whole name) to move to the target.
     #[arg(long, value_name = "REGEX")]

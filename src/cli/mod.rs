@@ -1,6 +1,7 @@
 //! Command line. `run` accepts MirrorMaker 1's flags so that existing
 //! MirrorMaker invocations and properties files carry over.
 
+pub mod common;
 pub mod groups_args;
 pub mod mirrormaker;
 pub mod run_args;

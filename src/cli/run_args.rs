@@ -6,54 +6,18 @@ use std::path::PathBuf;
 
 use clap::Args;
 
+use super::common::{ConnectionArgs, TopicArgs};
+
 use crate::replication::throttle::{parse_bytes, parse_count};
 use crate::replication::worker::GapPolicy;
 
 #[derive(Debug, Args)]
 pub struct RunArgs {
-    /// Java client properties for the source cluster (MirrorMaker's file works as is).
-    #[arg(
-        long = "consumer.config",
-        env = "EOSMIRROR_CONSUMER_CONFIG",
-        value_name = "FILE"
-    )]
-    pub consumer_config: PathBuf,
+    #[command(flatten)]
+    pub connection: ConnectionArgs,
 
-    /// Java client properties for the target cluster (MirrorMaker's file works as is).
-    #[arg(
-        long = "producer.config",
-        env = "EOSMIRROR_PRODUCER_CONFIG",
-        value_name = "FILE"
-    )]
-    pub producer_config: PathBuf,
-
-    /// Topics to replicate: a Java-style regex matching whole names; ',' separates
-    /// alternatives; '*' means all. Internal topics (`__*`) are never replicated.
-    #[arg(
-        long,
-        visible_alias = "whitelist",
-        env = "EOSMIRROR_INCLUDE",
-        value_name = "REGEX"
-    )]
-    pub include: String,
-
-    /// Topics not to replicate, even if --include matches them.
-    #[arg(
-        long,
-        visible_alias = "blacklist",
-        env = "EOSMIRROR_EXCLUDE",
-        value_name = "REGEX"
-    )]
-    pub exclude: Option<String>,
-
-    /// Name of the source cluster; names the internal topics and transactional ids.
-    /// Give each source cluster replicated into one target its own alias.
-    #[arg(
-        long = "source.alias",
-        env = "EOSMIRROR_SOURCE_ALIAS",
-        default_value = "source"
-    )]
-    pub source_alias: String,
+    #[command(flatten)]
+    pub topics: TopicArgs,
 
     /// Local cache of positions and offset translations. Safe to delete: it is
     /// rebuilt from the target.

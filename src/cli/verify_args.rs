@@ -1,54 +1,18 @@
 //! Options of `eosmirror verify`. Connection and topic options are the same
 //! as `run`'s, so the command line of a running mirror can be reused.
 
-use std::path::PathBuf;
-
 use clap::{Args, ValueEnum};
+
+pub use super::common::ReportFormat;
+use super::common::{ConnectionArgs, TopicArgs};
 
 #[derive(Debug, Args)]
 pub struct VerifyArgs {
-    /// Java client properties for the source cluster (the file `run` uses).
-    #[arg(
-        long = "consumer.config",
-        env = "EOSMIRROR_CONSUMER_CONFIG",
-        value_name = "FILE"
-    )]
-    pub consumer_config: PathBuf,
+    #[command(flatten)]
+    pub connection: ConnectionArgs,
 
-    /// Java client properties for the target cluster (the file `run` uses).
-    #[arg(
-        long = "producer.config",
-        env = "EOSMIRROR_PRODUCER_CONFIG",
-        value_name = "FILE"
-    )]
-    pub producer_config: PathBuf,
-
-    /// Topics to verify (same syntax as `run --include`).
-    #[arg(
-        long,
-        visible_alias = "whitelist",
-        env = "EOSMIRROR_INCLUDE",
-        value_name = "REGEX"
-    )]
-    pub include: String,
-
-    /// Topics not to verify.
-    #[arg(
-        long,
-        visible_alias = "blacklist",
-        env = "EOSMIRROR_EXCLUDE",
-        value_name = "REGEX"
-    )]
-    pub exclude: Option<String>,
-
-    /// The `--source.alias` of the mirror whose copy is verified (names the
-    /// progress topic holding the offset mapping).
-    #[arg(
-        long = "source.alias",
-        env = "EOSMIRROR_SOURCE_ALIAS",
-        default_value = "source"
-    )]
-    pub source_alias: String,
+    #[command(flatten)]
+    pub topics: TopicArgs,
 
     /// Only records with a timestamp at or after this time: milliseconds
     /// since the epoch or RFC 3339 (`2026-11-30T08:00:00Z`).
@@ -99,11 +63,4 @@ pub struct VerifyArgs {
 pub enum PairingMode {
     Mapped,
     Sequence,
-}
-
-/// See [`VerifyArgs::format`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum ReportFormat {
-    Text,
-    Json,
 }

@@ -24,22 +24,7 @@ pub fn read_mappings(
 ) -> anyhow::Result<(Mappings, bool)> {
     let (low, high) = internal_topic_range(target, progress_topic)?;
     let mut maps = Mappings::new();
-    let reader = RangeReader::open(
-        target,
-        progress_topic,
-        PROGRESS_PARTITION,
-        low,
-        high,
-        true,
-        Arc::default(),
-    )?;
-    for record in reader {
-        let record = record?;
-        let offset = record.offset;
-        let record = ProgressRecord::decode(record.value.as_deref().unwrap_or_default())
-            .with_context(|| {
-                format!("progress topic {progress_topic} offset {offset} is unreadable")
-            })?;
+    for_each_record(target, progress_topic, low, high, |record| {
         let key = (record.source.topic.clone(), record.source.partition);
         if wanted.contains(&key) {
             maps.entry(key).or_default().add(
@@ -48,7 +33,7 @@ pub fn read_mappings(
                 record.next_target_offset,
             );
         }
-    }
+    })?;
     for map in maps.values_mut() {
         map.seal();
     }
@@ -85,9 +70,27 @@ pub fn read_positions(
 ) -> anyhow::Result<BTreeMap<(String, i32), ProgressRecord>> {
     let (low, high) = internal_topic_range(target, position_topic)?;
     let mut latest = BTreeMap::new();
+    for_each_record(target, position_topic, low, high, |record| {
+        let key = (record.source.topic.clone(), record.source.partition);
+        if wanted.contains(&key) {
+            latest.insert(key, record);
+        }
+    })?;
+    Ok(latest)
+}
+
+/// Decodes the committed progress records of `topic` in `[low, high)`, in
+/// order.
+fn for_each_record(
+    target: &Side,
+    topic: &str,
+    low: i64,
+    high: i64,
+    mut visit: impl FnMut(ProgressRecord),
+) -> anyhow::Result<()> {
     let reader = RangeReader::open(
         target,
-        position_topic,
+        topic,
         PROGRESS_PARTITION,
         low,
         high,
@@ -97,14 +100,9 @@ pub fn read_positions(
     for record in reader {
         let record = record?;
         let offset = record.offset;
-        let record = ProgressRecord::decode(record.value.as_deref().unwrap_or_default())
-            .with_context(|| {
-                format!("position topic {position_topic} offset {offset} is unreadable")
-            })?;
-        let key = (record.source.topic.clone(), record.source.partition);
-        if wanted.contains(&key) {
-            latest.insert(key, record);
-        }
+        let decoded = ProgressRecord::decode(record.value.as_deref().unwrap_or_default())
+            .with_context(|| format!("{topic} offset {offset} is unreadable"))?;
+        visit(decoded);
     }
-    Ok(latest)
+    Ok(())
 }

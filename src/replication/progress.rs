@@ -110,7 +110,9 @@ pub(crate) fn encode_versioned<T: Serialize>(value: &T) -> Vec<u8> {
     out
 }
 
-pub(crate) fn decode_versioned<T: for<'de> Deserialize<'de>>(bytes: &[u8]) -> Result<T, DecodeError> {
+pub(crate) fn decode_versioned<T: for<'de> Deserialize<'de>>(
+    bytes: &[u8],
+) -> Result<T, DecodeError> {
     let (&version, body) = bytes.split_first().ok_or(DecodeError::Empty)?;
     if version != FORMAT_VERSION {
         return Err(DecodeError::UnknownVersion(version));

@@ -36,7 +36,6 @@ use crate::offsets::mapping::OffsetMap;
 use crate::read::{first_committed, RangeReader, ReadError, Side};
 use crate::replication::progress::InternalTopics;
 use crate::run::{connection_only, load_client_config};
-use crate::topics::filter::TopicFilter;
 use crate::topics::target::partition_counts;
 use lookups::SourceLookups;
 use plan::{plan_mapped, PlanInputs, Watermarks};
@@ -57,7 +56,7 @@ struct Job {
 /// runtime.
 pub fn verify(args: &VerifyArgs) -> anyhow::Result<Report> {
     let started = Instant::now();
-    let filter = TopicFilter::new(&args.include, args.exclude.as_deref())?;
+    let filter = args.topics.filter()?;
     let range = match (&args.since, args.last) {
         (Some(t), _) => Range::Since(range::parse_time(t)?),
         (None, Some(n)) => Range::Last(n),
@@ -67,8 +66,8 @@ pub fn verify(args: &VerifyArgs) -> anyhow::Result<Report> {
     if args.mode == PairingMode::Mapped && (!starts.is_empty() || !args.target_prefix.is_empty()) {
         bail!("--start and --target.prefix apply to --mode sequence only; mapped mode finds both from eosmirror's offset mapping");
     }
-    let source_config = load_client_config(&args.consumer_config, ClientRole::Consumer)?;
-    let target_config = load_client_config(&args.producer_config, ClientRole::Producer)?;
+    let source_config = load_client_config(&args.connection.consumer_config, ClientRole::Consumer)?;
+    let target_config = load_client_config(&args.connection.producer_config, ClientRole::Producer)?;
     let stall_limit = Duration::from_millis(args.stall_timeout_ms);
     let readers = 2 * usize::from(args.parallelism);
     let queue_kbytes = (args.max_memory_bytes / readers / 1024).max(1);
@@ -87,13 +86,13 @@ pub fn verify(args: &VerifyArgs) -> anyhow::Result<Report> {
     cluster_id(
         &source.connection,
         "source",
-        &args.consumer_config,
+        &args.connection.consumer_config,
         CONNECT_TIMEOUT,
     )?;
     cluster_id(
         &target.connection,
         "target",
-        &args.producer_config,
+        &args.connection.producer_config,
         CONNECT_TIMEOUT,
     )?;
 
@@ -107,8 +106,8 @@ pub fn verify(args: &VerifyArgs) -> anyhow::Result<Report> {
     if selected.is_empty() {
         bail!(
             "no source topic matches --include {:?}{}; check the pattern (topics on the source: {})",
-            args.include,
-            args.exclude.as_ref().map(|e| format!(" --exclude {e:?}")).unwrap_or_default(),
+            args.topics.include,
+            args.topics.exclude.as_ref().map(|e| format!(" --exclude {e:?}")).unwrap_or_default(),
             source_topics.keys().filter(|t| !t.starts_with("__")).cloned().collect::<Vec<_>>().join(", ")
         );
     }
@@ -136,9 +135,13 @@ pub fn verify(args: &VerifyArgs) -> anyhow::Result<Report> {
     }
 
     match args.mode {
-        PairingMode::Mapped => {
-            plan_mapped_jobs(&mut jobs, &source, &target, &args.source_alias, range)?
-        }
+        PairingMode::Mapped => plan_mapped_jobs(
+            &mut jobs,
+            &source,
+            &target,
+            &args.connection.source_alias,
+            range,
+        )?,
         PairingMode::Sequence => plan_sequence_jobs(&mut jobs, &source, &target, range, &starts)?,
     }
     for (side, topic, partition) in starts.keys() {

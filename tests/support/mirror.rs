@@ -107,6 +107,27 @@ impl MirrorSetup {
         }
     }
 
+    /// Runs `eosmirror <command>` (verify, translate, cutover, ...) with
+    /// this setup's files and alias plus `args`, to completion; returns the
+    /// exit code, stdout and stderr.
+    pub fn command(&self, command: &str, args: &[&str]) -> (i32, String, String) {
+        let out = Command::new(env!("CARGO_BIN_EXE_eosmirror"))
+            .arg(command)
+            .arg("--consumer.config")
+            .arg(&self.consumer_config)
+            .arg("--producer.config")
+            .arg(&self.producer_config)
+            .args(["--source.alias", &self.alias])
+            .args(args)
+            .output()
+            .expect("run eosmirror");
+        (
+            out.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    }
+
     /// Runs eosmirror to completion (for commands expected to exit by
     /// themselves) and returns its exit code and output.
     pub fn run_to_exit(&self, include: &str, extra: &[&str], limit: Duration) -> (i32, String) {

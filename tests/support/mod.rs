@@ -227,6 +227,25 @@ pub struct ReadRecord {
 }
 
 impl ReadRecord {
+    /// Everything a consumer was given for one record.
+    pub fn from_message<M: Message>(m: &M) -> ReadRecord {
+        ReadRecord {
+            partition: m.partition(),
+            offset: m.offset(),
+            key: m.key().map(<[u8]>::to_vec),
+            value: m.payload().map(<[u8]>::to_vec),
+            headers: m
+                .headers()
+                .map(|hs| {
+                    hs.iter()
+                        .map(|h| (h.key.to_string(), h.value.map(<[u8]>::to_vec)))
+                        .collect()
+                })
+                .unwrap_or_default(),
+            timestamp: m.timestamp(),
+        }
+    }
+
     /// The timestamp in ms whatever its type: a copy carries a source
     /// LogAppendTime as CreateTime.
     pub fn timestamp_ms(&self) -> Option<i64> {
@@ -430,21 +449,7 @@ impl Cluster {
                     by_partition
                         .entry(m.partition())
                         .or_default()
-                        .push(ReadRecord {
-                            partition: m.partition(),
-                            offset: m.offset(),
-                            key: m.key().map(<[u8]>::to_vec),
-                            value: m.payload().map(<[u8]>::to_vec),
-                            headers: m
-                                .headers()
-                                .map(|hs| {
-                                    hs.iter()
-                                        .map(|h| (h.key.to_string(), h.value.map(<[u8]>::to_vec)))
-                                        .collect()
-                                })
-                                .unwrap_or_default(),
-                            timestamp: m.timestamp(),
-                        });
+                        .push(ReadRecord::from_message(&m));
                 }
             }
         }
@@ -710,4 +715,51 @@ pub fn secured_target() -> Option<SecuredTarget> {
          (tests/kafka/cluster down; tests/kafka/cluster up)"
     );
     Some(secured)
+}
+
+/// Consumer-group offsets, as a stopped consumer group leaves them.
+impl Cluster {
+    /// Commits `offsets` (topic, partition, offset) for `group` without
+    /// joining it.
+    pub fn commit_group(&self, group: &str, offsets: &[(&str, i32, i64)]) {
+        let consumer: BaseConsumer = self
+            .client_config()
+            .set("group.id", group)
+            .set("enable.auto.commit", "false")
+            .create()
+            .expect("create consumer");
+        let mut list = TopicPartitionList::new();
+        for (topic, partition, offset) in offsets {
+            list.add_partition_offset(topic, *partition, Offset::Offset(*offset))
+                .expect("add partition");
+        }
+        consumer
+            .commit(&list, rdkafka::consumer::CommitMode::Sync)
+            .unwrap_or_else(|e| panic!("{}: commit offsets of {group}: {e}", self.name));
+    }
+
+    /// `group`'s committed offsets for partitions `0..partitions` of
+    /// `topic` (partitions without one are left out).
+    pub fn group_offsets(&self, group: &str, topic: &str, partitions: i32) -> BTreeMap<i32, i64> {
+        let consumer: BaseConsumer = self
+            .client_config()
+            .set("group.id", group)
+            .set("enable.auto.commit", "false")
+            .create()
+            .expect("create consumer");
+        let mut list = TopicPartitionList::new();
+        for p in 0..partitions {
+            list.add_partition(topic, p);
+        }
+        consumer
+            .committed_offsets(list, BROKER_TIMEOUT)
+            .unwrap_or_else(|e| panic!("{}: offsets of {group}: {e}", self.name))
+            .elements()
+            .iter()
+            .filter_map(|e| match e.offset() {
+                Offset::Offset(o) => Some((e.partition(), o)),
+                _ => None,
+            })
+            .collect()
+    }
 }

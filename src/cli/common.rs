@@ -1,0 +1,75 @@
+//! Options shared by the commands: how to reach both clusters, which
+//! mirror, which topics, how to print a report.
+
+use std::path::PathBuf;
+
+use clap::{Args, ValueEnum};
+
+use crate::topics::filter::{FilterError, TopicFilter};
+
+/// The two clusters and the mirror between them: the same files and alias
+/// for every command, so `run`'s command line carries over.
+#[derive(Debug, Args, Clone)]
+pub struct ConnectionArgs {
+    /// Java client properties for the source cluster (MirrorMaker's file works as is).
+    #[arg(
+        long = "consumer.config",
+        env = "EOSMIRROR_CONSUMER_CONFIG",
+        value_name = "FILE"
+    )]
+    pub consumer_config: PathBuf,
+
+    /// Java client properties for the target cluster (MirrorMaker's file works as is).
+    #[arg(
+        long = "producer.config",
+        env = "EOSMIRROR_PRODUCER_CONFIG",
+        value_name = "FILE"
+    )]
+    pub producer_config: PathBuf,
+
+    /// Name of the source cluster; names eosmirror's internal topics and
+    /// transactional ids. Give each source cluster replicated into one target
+    /// its own alias; the other commands take the alias `run` used.
+    #[arg(
+        long = "source.alias",
+        env = "EOSMIRROR_SOURCE_ALIAS",
+        default_value = "source"
+    )]
+    pub source_alias: String,
+}
+
+/// MirrorMaker's topic selection.
+#[derive(Debug, Args, Clone)]
+pub struct TopicArgs {
+    /// Topics: a Java-style regex matching whole names; ',' separates
+    /// alternatives; '*' means all. Internal topics (`__*`) never match.
+    #[arg(
+        long,
+        visible_alias = "whitelist",
+        env = "EOSMIRROR_INCLUDE",
+        value_name = "REGEX"
+    )]
+    pub include: String,
+
+    /// Topics to leave out, even if --include matches them.
+    #[arg(
+        long,
+        visible_alias = "blacklist",
+        env = "EOSMIRROR_EXCLUDE",
+        value_name = "REGEX"
+    )]
+    pub exclude: Option<String>,
+}
+
+impl TopicArgs {
+    pub fn filter(&self) -> Result<TopicFilter, FilterError> {
+        TopicFilter::new(&self.include, self.exclude.as_deref())
+    }
+}
+
+/// How a command prints its report on standard output.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ReportFormat {
+    Text,
+    Json,
+}
