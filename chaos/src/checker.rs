@@ -20,55 +20,89 @@ use rdkafka::{Offset, TopicPartitionList};
 pub enum Difference {
     /// The n-th committed records differ (key, value, headers or timestamp).
     Altered {
+        /// Position in the committed sequence (0 = first record).
         index: u64,
+        /// Offset of the source record.
         source_offset: i64,
+        /// Offset of its differing copy.
         target_offset: i64,
     },
     /// The target ends early: source records from this index on are missing.
-    Missing { index: u64, source_offset: i64 },
+    Missing {
+        /// Position of the first missing record.
+        index: u64,
+        /// Its source offset.
+        source_offset: i64,
+    },
     /// The target has more records: from this index on they are extra
     /// (duplicates or foreign writes).
-    Unexpected { index: u64, target_offset: i64 },
+    Unexpected {
+        /// Position of the first extra record.
+        index: u64,
+        /// Its target offset.
+        target_offset: i64,
+    },
 }
 
 /// Comparison of one partition.
 #[derive(Debug, Clone)]
 pub struct PartitionReport {
+    /// Partition number (the same on both sides).
     pub partition: i32,
+    /// Committed records on the source.
     pub source_records: u64,
+    /// Committed records on the target.
     pub target_records: u64,
     /// Bytes of key, value and headers on the source side.
     pub source_bytes: u64,
+    /// The first difference, `None` for an exact copy.
     pub first_difference: Option<Difference>,
 }
 
 /// Why a check could not be completed.
 #[derive(Debug, thiserror::Error)]
 pub enum CheckError {
+    /// A client call failed.
     #[error("{cluster}: {source}")]
     Kafka {
+        /// "source" or "target".
         cluster: &'static str,
+        /// The client's error.
         #[source]
         source: KafkaError,
     },
+    /// The topic does not exist on that cluster.
     #[error("{cluster} has no topic {topic}")]
     NoTopic {
+        /// "source" or "target".
         cluster: &'static str,
+        /// The missing topic.
         topic: String,
     },
+    /// `wait` gave up before the topic held enough records.
     #[error("{cluster}: {topic} holds {seen} committed records, not {wanted}, after {limit:?}")]
     TooFew {
+        /// The cluster watched.
         cluster: &'static str,
+        /// The topic watched.
         topic: String,
+        /// Records seen.
         seen: u64,
+        /// Records waited for.
         wanted: u64,
+        /// How long it waited.
         limit: Duration,
     },
+    /// A partition could not be read to its end in time.
     #[error("{cluster}: reading {topic}-{partition} did not reach its end within {limit:?}")]
     Timeout {
+        /// "source" or "target".
         cluster: &'static str,
+        /// The topic read.
         topic: String,
+        /// The partition read.
         partition: i32,
+        /// The time allowed.
         limit: Duration,
     },
 }
@@ -82,10 +116,12 @@ fn kafka(cluster: &'static str) -> impl Fn(KafkaError) -> CheckError {
 pub struct Side {
     /// "source" or "target", for messages.
     pub name: &'static str,
+    /// Client settings (bootstrap servers and any others).
     pub config: ClientConfig,
 }
 
 impl Side {
+    /// A side reached at `bootstrap` with default settings.
     pub fn new(name: &'static str, bootstrap: &str) -> Side {
         let mut config = ClientConfig::new();
         config.set("bootstrap.servers", bootstrap);
@@ -251,7 +287,9 @@ pub fn compare_partition(
 /// replication policy).
 #[derive(Debug, Clone)]
 pub struct TopicPair {
+    /// The topic on the source.
     pub source: String,
+    /// Its copy on the target.
     pub target: String,
 }
 

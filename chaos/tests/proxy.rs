@@ -244,3 +244,19 @@ async fn drop_aborts_everything() {
         .expect("connection left open");
     assert!(matches!(read, Ok(0) | Err(_)), "{read:?}");
 }
+
+/// The opt-in for the user's own clusters: any upstream, but still only a
+/// loopback listen address (only this machine's clients are disturbed).
+#[tokio::test]
+async fn remote_upstream_is_an_explicit_opt_in() {
+    let remote: SocketAddr = "10.1.2.3:9092".parse().unwrap();
+    let proxy = FaultProxy::start_to_remote(ANY.parse().unwrap(), remote)
+        .await
+        .expect("a remote upstream is allowed by start_to_remote");
+    assert!(proxy.local_addr().ip().is_loopback());
+    proxy.shutdown().await;
+    match FaultProxy::start_to_remote("0.0.0.0:0".parse().unwrap(), remote).await {
+        Err(ProxyError::NotLoopback(addr)) => assert!(!addr.ip().is_loopback()),
+        other => panic!("expected NotLoopback, got {other:?}"),
+    }
+}

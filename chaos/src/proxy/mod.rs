@@ -5,8 +5,10 @@
 //! bytes in both directions. Faults can be changed at any time and apply to
 //! live connections immediately.
 //!
-//! The proxy refuses non-loopback addresses: it exists to misbehave, and must
-//! never be pointed at anything outside the test machine.
+//! The proxy only listens on loopback: it exists to misbehave, and must only
+//! ever disturb clients on the test machine. [`FaultProxy::start`] also
+//! refuses a non-loopback upstream; [`FaultProxy::start_to_remote`] is the
+//! explicit opt-in for a chaos run in front of the user's own clusters.
 
 mod fault;
 mod pipe;
@@ -121,10 +123,23 @@ impl FaultProxy {
     /// tasks are spawned on it. `upstream` is only dialed when a client
     /// connects, so the proxy may be started before the server.
     pub async fn start(listen: SocketAddr, upstream: SocketAddr) -> Result<FaultProxy, ProxyError> {
-        for addr in [listen, upstream] {
-            if !addr.ip().is_loopback() {
-                return Err(ProxyError::NotLoopback(addr));
-            }
+        if !upstream.ip().is_loopback() {
+            return Err(ProxyError::NotLoopback(upstream));
+        }
+        FaultProxy::start_to_remote(listen, upstream).await
+    }
+
+    /// Like [`FaultProxy::start`], but `upstream` may be any address: for a
+    /// chaos run against the user's own (staging) clusters, whose brokers
+    /// advertise this proxy's loopback address on a dedicated listener. The
+    /// proxy still only listens on loopback, so only this machine's clients
+    /// are affected.
+    pub async fn start_to_remote(
+        listen: SocketAddr,
+        upstream: SocketAddr,
+    ) -> Result<FaultProxy, ProxyError> {
+        if !listen.ip().is_loopback() {
+            return Err(ProxyError::NotLoopback(listen));
         }
         let bind_err = |source| ProxyError::Bind {
             addr: listen,
