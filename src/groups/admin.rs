@@ -64,6 +64,16 @@ impl Operation {
         }
     }
 
+    /// The event type of this request's result.
+    fn result_event(self) -> c_int {
+        match self {
+            Operation::List => rd::RD_KAFKA_EVENT_LISTCONSUMERGROUPS_RESULT,
+            Operation::ListOffsets => rd::RD_KAFKA_EVENT_LISTCONSUMERGROUPOFFSETS_RESULT,
+            Operation::AlterOffsets => rd::RD_KAFKA_EVENT_ALTERCONSUMERGROUPOFFSETS_RESULT,
+            Operation::Describe => rd::RD_KAFKA_EVENT_DESCRIBECONSUMERGROUPS_RESULT,
+        }
+    }
+
     fn name(self) -> &'static str {
         match self {
             Operation::List => "listing",
@@ -209,6 +219,12 @@ impl GroupAdmin {
                 continue;
             }
             let event = Event(raw);
+            // Only this request kind's results are read below; anything
+            // else on the queue is dropped.
+            // SAFETY: event is live.
+            if unsafe { rd::rd_kafka_event_type(event.0) } != operation.result_event() {
+                continue;
+            }
             // SAFETY: the opaque is the index set above.
             let index = unsafe { rd::rd_kafka_event_opaque(event.0) } as usize;
             let Some(slot) = pending.get_mut(index) else {
@@ -281,6 +297,12 @@ impl GroupAdmin {
         groups: &[String],
         partitions: &[TopicPartition],
     ) -> PerGroup<BTreeMap<TopicPartition, i64>> {
+        if partitions.is_empty() {
+            return groups
+                .iter()
+                .map(|g| (g.clone(), Ok(BTreeMap::new())))
+                .collect();
+        }
         let mut query = TopicPartitionList::new();
         for (topic, partition) in partitions {
             query.add_partition(topic, *partition);
