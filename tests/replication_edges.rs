@@ -5,9 +5,7 @@
 mod support;
 
 use std::collections::BTreeMap;
-use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use support::mirror::{
     assert_exact_copy, by_partition, count_committed, tail, wait_for_copy, Mirror, MirrorSetup,
@@ -109,51 +107,6 @@ fn wait_for_counts(
     );
 }
 
-/// A loopback address nothing listens on right now.
-fn free_local_address() -> String {
-    let listener = TcpListener::bind("127.0.0.1:0").expect("bind a free port");
-    listener.local_addr().unwrap().to_string()
-}
-
-/// The body of `http://address/metrics`, retrying while the endpoint starts.
-fn scrape_metrics(address: &str) -> String {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let attempt = (|| -> std::io::Result<String> {
-            let mut stream = TcpStream::connect(address)?;
-            stream.set_read_timeout(Some(Duration::from_secs(10)))?;
-            write!(
-                stream,
-                "GET /metrics HTTP/1.1\r\nHost: {address}\r\nConnection: close\r\n\r\n"
-            )?;
-            let mut response = String::new();
-            stream.read_to_string(&mut response)?;
-            Ok(response)
-        })();
-        match attempt {
-            Ok(response) if response.starts_with("HTTP/1.1 200") => return response,
-            other => assert!(
-                Instant::now() < deadline,
-                "metrics endpoint {address} did not answer: {other:?}"
-            ),
-        }
-        std::thread::sleep(Duration::from_millis(200));
-    }
-}
-
-/// The value of the Prometheus sample `name` whose labels include all of `labels`.
-fn metric_value(metrics: &str, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
-    metrics
-        .lines()
-        .filter(|line| line.starts_with(&format!("{name}{{")))
-        .filter(|line| {
-            labels
-                .iter()
-                .all(|(k, v)| line.contains(&format!("{k}=\"{v}\"")))
-        })
-        .find_map(|line| line.rsplit(' ').next()?.parse().ok())
-}
-
 /// Records deleted at the source before eosmirror ever ran are not a gap (a
 /// fresh copy starts at the low watermark). Records deleted after part of the
 /// partition was copied but before the rest was are: eosmirror stops and
@@ -213,7 +166,7 @@ fn source_truncation_is_a_named_gap_unless_skipped() {
     );
 
     // Opting in: the copy continues after the gap.
-    let metrics_address = free_local_address();
+    let metrics_address = support::free_local_address();
     let mut mirror = setup.start(
         &topic,
         &[
@@ -225,9 +178,9 @@ fn source_truncation_is_a_named_gap_unless_skipped() {
     );
     let want = BTreeMap::from([(0, 70 + 30), (1, 30)]);
     wait_for_counts(&bed.target, &topic, &want, &mut mirror);
-    let metrics = scrape_metrics(&metrics_address);
+    let metrics = support::scrape_metrics(&metrics_address);
     assert_eq!(
-        metric_value(
+        support::metric_value(
             &metrics,
             "eosmirror_source_gap_offsets_total",
             &[("topic", &topic), ("partition", "0")]
