@@ -329,14 +329,20 @@ impl GroupAdmin {
                 group_results(rd::rd_kafka_ListConsumerGroupOffsets_result_groups, result)
                     .into_iter()
                     .map(|(group, outcome)| {
-                        let offsets = outcome.map(|list| {
-                            list.into_iter()
-                                .filter(|(_, offset, err)| {
-                                    *offset >= 0
-                                        && *err == RDKafkaRespErr::RD_KAFKA_RESP_ERR_NO_ERROR
-                                })
+                        // A partition's error (e.g. offsets still loading
+                        // after a broker restart) fails the group: treating
+                        // it as "no offset" would be silently wrong.
+                        let offsets = outcome.and_then(|list| {
+                            if let Some((_, _, err)) = list.iter().find(|(_, _, err)| {
+                                *err != RDKafkaRespErr::RD_KAFKA_RESP_ERR_NO_ERROR
+                            }) {
+                                return Err(code_error(*err));
+                            }
+                            Ok(list
+                                .into_iter()
+                                .filter(|(_, offset, _)| *offset >= 0)
                                 .map(|(tp, offset, _)| (tp, offset))
-                                .collect()
+                                .collect())
                         });
                         (group, offsets)
                     })

@@ -51,6 +51,27 @@ impl GroupClient {
         })
     }
 
+    /// Runs a batch of one, again while the group's coordinator is not
+    /// ready (a broker just restarted and is loading offsets, or the
+    /// coordinator moved): errors the broker asks clients to retry.
+    fn retrying<T>(
+        &self,
+        group: &str,
+        mut request: impl FnMut(&GroupAdmin) -> PerGroup<T>,
+    ) -> Result<T, GroupError> {
+        let admin = self.admin(group)?;
+        let mut attempt = 1;
+        loop {
+            match self.only(group, request(&admin)) {
+                Err(e) if attempt < COORDINATOR_ATTEMPTS && is_retriable(&e) => {
+                    std::thread::sleep(Duration::from_millis(500 * u64::from(attempt)));
+                    attempt += 1;
+                }
+                result => return result,
+            }
+        }
+    }
+
     /// The outcome for `group` of a batch of one.
     fn only<T>(&self, group: &str, mut outcome: PerGroup<T>) -> Result<T, GroupError> {
         outcome.remove(group).unwrap_or_else(|| {
@@ -71,8 +92,7 @@ impl GroupClient {
     /// The group's state and active members.
     pub fn membership(&self, group: &str) -> Result<GroupMembership, GroupError> {
         let names = [group.to_string()];
-        let outcome = self.admin(group)?.describe(&names);
-        self.only(group, outcome)
+        self.retrying(group, |admin| admin.describe(&names))
     }
 
     /// Committed offsets of `group` for `partitions`; partitions without a
@@ -86,8 +106,7 @@ impl GroupClient {
             return Ok(BTreeMap::new());
         }
         let names = [group.to_string()];
-        let outcome = self.admin(group)?.committed(&names, partitions);
-        self.only(group, outcome)
+        self.retrying(group, |admin| admin.committed(&names, partitions))
     }
 
     /// Commits `offsets` for `group` in one request. The broker refuses it
@@ -99,7 +118,24 @@ impl GroupClient {
         offsets: &BTreeMap<TopicPartition, i64>,
     ) -> Result<(), GroupError> {
         let commits = BTreeMap::from([(group.to_string(), offsets.clone())]);
-        let outcome = self.admin(group)?.commit(&commits);
-        self.only(group, outcome)
+        self.retrying(group, |admin| admin.commit(&commits))
     }
+}
+
+/// Attempts of a group request while its coordinator loads or moves
+/// (about 20 s in all).
+const COORDINATOR_ATTEMPTS: u32 = 8;
+
+fn is_retriable(error: &GroupError) -> bool {
+    matches!(
+        error.source.rdkafka_error_code(),
+        Some(
+            RDKafkaErrorCode::CoordinatorLoadInProgress
+                | RDKafkaErrorCode::CoordinatorNotAvailable
+                | RDKafkaErrorCode::NotCoordinator
+                | RDKafkaErrorCode::UnstableOffsetCommit
+                | RDKafkaErrorCode::RequestTimedOut
+                | RDKafkaErrorCode::OperationTimedOut
+        )
+    )
 }
