@@ -16,6 +16,18 @@
 //!    re-reads the position): the source is re-read from the last committed
 //!    position, so nothing is lost and nothing is written twice.
 //! 3. A partition's replicated position only moves forward (asserted).
+//! 4. Ownership changes hands only forward. Every session commits a *claim*
+//!    (a position record carrying this process's instance id) right after
+//!    its `init_transactions`, and before any later session of this process
+//!    re-initialises, the worker reads the partition's latest position
+//!    record: if another instance wrote one after ours, that instance owns
+//!    the partition and this worker stops. librdkafka reports a takeover and
+//!    our own timed-out transaction as the same `_FENCED` error; the claim
+//!    tells them apart, whatever error ended the session. A zombie that
+//!    thaws after the new owner's claim therefore never fences it; one that
+//!    thaws in the instant between the new owner's `init_transactions` and
+//!    its claim can fence it once, and the owner that sees the other's newer
+//!    claim stops: at most one extra fence, never a loop.
 //!
 //! All calls here block: a worker runs on a thread of its own, so the async
 //! runtime (metrics endpoint, signals, supervisor) never stalls.
@@ -89,7 +101,61 @@ enum SessionEnd {
     /// Shutdown was requested; the open transaction (if any) is committed.
     Shutdown,
     /// Start a new session: new producer, position re-read from the target.
-    Restart(&'static str, String),
+    Restart {
+        /// Short label for the metric and log.
+        reason: &'static str,
+        detail: String,
+        /// Whether the session committed a batch: a session that made
+        /// progress resets the restart backoff.
+        committed_any: bool,
+    },
+}
+
+impl SessionEnd {
+    /// A restart of a session that committed nothing.
+    fn restart(reason: &'static str, detail: impl Into<String>) -> SessionEnd {
+        SessionEnd::Restart {
+            reason,
+            detail: detail.into(),
+            committed_any: false,
+        }
+    }
+}
+
+/// Bounds of the wait between two sessions of a worker.
+const SESSION_BACKOFF_MIN: Duration = Duration::from_millis(100);
+const SESSION_BACKOFF_MAX: Duration = Duration::from_secs(10);
+/// Bounds of the wait after an aborted batch before it is read again.
+const ABORT_BACKOFF_MIN: Duration = Duration::from_millis(200);
+const ABORT_BACKOFF_MAX: Duration = Duration::from_secs(10);
+
+/// An exponential backoff between `min` and `max`, reset after success.
+#[derive(Debug)]
+struct Backoff {
+    min: Duration,
+    max: Duration,
+    next: Duration,
+}
+
+impl Backoff {
+    fn new(min: Duration, max: Duration) -> Backoff {
+        Backoff {
+            min,
+            max,
+            next: min,
+        }
+    }
+
+    /// The wait before the next attempt; each call doubles the one after.
+    fn next(&mut self) -> Duration {
+        let wait = self.next;
+        self.next = (self.next * 2).min(self.max);
+        wait
+    }
+
+    fn reset(&mut self) {
+        self.next = self.min;
+    }
 }
 
 /// One source partition's replication loop.
@@ -100,6 +166,10 @@ pub struct Worker {
     shutdown: Arc<AtomicBool>,
     /// This worker's share of the memory bound.
     budget: BufferBudget,
+    /// Position-topic offset of the latest position record this process has
+    /// read or committed for the partition (-1: there was none); `None`
+    /// until a session has read it. A foreign record beyond it is a takeover.
+    known_position: Cell<Option<i64>>,
 }
 
 impl Worker {
@@ -116,23 +186,76 @@ impl Worker {
             state,
             shutdown,
             budget,
+            known_position: Cell::new(None),
         }
     }
 
     /// Runs sessions until shutdown or a failure that retrying cannot fix.
     pub fn run(self) -> Result<(), WorkerError> {
-        let mut backoff = Duration::from_millis(100);
+        let mut backoff = Backoff::new(SESSION_BACKOFF_MIN, SESSION_BACKOFF_MAX);
         loop {
             if self.shutdown.load(Ordering::Relaxed) {
                 return Ok(());
             }
+            // Invariant 4: no session of ours re-initialises (and so fences)
+            // a partition another instance has claimed since.
+            if !self.still_owned(&mut backoff)? {
+                return Ok(());
+            }
             match self.session()? {
                 SessionEnd::Shutdown => return Ok(()),
-                SessionEnd::Restart(reason, detail) => {
+                SessionEnd::Restart {
+                    reason,
+                    detail,
+                    committed_any,
+                } => {
+                    if committed_any {
+                        backoff.reset();
+                    }
                     m::worker_restarted(&self.partition, reason);
-                    tracing::warn!(partition = %self.partition, reason, %detail, "restarting worker session; position will be re-read from the target");
-                    self.sleep_unless_shutdown(backoff);
-                    backoff = (backoff * 2).min(Duration::from_secs(10));
+                    let wait = backoff.next();
+                    tracing::warn!(partition = %self.partition, reason, %detail, retry_in_ms = wait.as_millis() as u64, "restarting worker session; position will be re-read from the target");
+                    self.sleep_unless_shutdown(wait);
+                }
+            }
+        }
+    }
+
+    /// Whether this worker may start a new session: true before its first
+    /// session, and afterwards while no other instance has written a
+    /// position record for the partition beyond the latest one this process
+    /// knows. Retries (with `backoff`) until the position topic can be read;
+    /// false only when shutdown is requested meanwhile.
+    fn still_owned(&self, backoff: &mut Backoff) -> Result<bool, WorkerError> {
+        let Some(known) = self.known_position.get() else {
+            return Ok(true);
+        };
+        loop {
+            if self.shutdown.load(Ordering::Relaxed) {
+                return Ok(false);
+            }
+            match read_resume_position(
+                &self.settings.target_reader,
+                &self.settings.internal_topics.position,
+                &self.partition,
+                Some(known.max(0)),
+                call_timeout(&self.settings),
+            ) {
+                Ok(Some(latest))
+                    if latest.position_offset > known
+                        && latest.record.instance != self.settings.instance =>
+                {
+                    tracing::error!(partition = %self.partition, position_offset = latest.position_offset, "another instance claimed this partition after this one's last commit; stopping it without re-initialising (that would fence the new owner)");
+                    return Err(WorkerError::Fenced {
+                        source_partition: self.partition.clone(),
+                    });
+                }
+                Ok(_) => return Ok(true),
+                Err(e) => {
+                    m::worker_restarted(&self.partition, "ownership_check");
+                    let wait = backoff.next();
+                    tracing::warn!(partition = %self.partition, error = %e, retry_in_ms = wait.as_millis() as u64, "cannot read the partition's latest position to confirm it was not taken over; retrying before re-initialising");
+                    self.sleep_unless_shutdown(wait);
                 }
             }
         }
@@ -181,17 +304,19 @@ impl Worker {
         if let Err(e) = producer.init_transactions(timeout) {
             return match classify(&e) {
                 Disposition::Fatal => Err(self.fatal(format!("init_transactions: {e}"))),
-                _ => Ok(SessionEnd::Restart("init_transactions", e.to_string())),
+                _ => Ok(SessionEnd::restart("init_transactions", e.to_string())),
             };
         }
 
         let resume = match self.resume_position() {
             Ok(r) => r,
             Err(ResumeFailure::Restart(detail)) => {
-                return Ok(SessionEnd::Restart("resume_read", detail))
+                return Ok(SessionEnd::restart("resume_read", detail))
             }
             Err(ResumeFailure::Fatal(e)) => return Err(e),
         };
+        self.known_position
+            .set(Some(resume.as_ref().map_or(-1, |r| r.position_offset)));
 
         let consumer: BaseConsumer = settings
             .source
@@ -208,7 +333,7 @@ impl Worker {
             timeout,
         ) {
             Ok(w) => w,
-            Err(e) => return Ok(SessionEnd::Restart("source_watermarks", e.to_string())),
+            Err(e) => return Ok(SessionEnd::restart("source_watermarks", e.to_string())),
         };
         if resume.is_none() && !settings.allow_nonempty_target {
             match target_has_committed_records(
@@ -224,7 +349,7 @@ impl Worker {
                         position_topic: settings.internal_topics.position.clone(),
                     })
                 }
-                Err(e) => return Ok(SessionEnd::Restart("target_check", e.to_string())),
+                Err(e) => return Ok(SessionEnd::restart("target_check", e.to_string())),
             }
         }
         let mut committed = match &resume {
@@ -250,6 +375,7 @@ impl Worker {
             producer,
             consumer,
             committed,
+            committed_any: false,
             last_lag_check: None,
             last_source_warning: Cell::new(None),
         };
@@ -380,6 +506,8 @@ struct Session<'w> {
     producer: BaseProducer<DeliveryLog>,
     consumer: BaseConsumer,
     committed: Committed,
+    /// Whether this session committed a batch.
+    committed_any: bool,
     last_lag_check: Option<Instant>,
     last_source_warning: Cell<Option<Instant>>,
 }
@@ -387,48 +515,55 @@ struct Session<'w> {
 impl Session<'_> {
     fn run(&mut self) -> Result<SessionEnd, WorkerError> {
         let partition = &self.worker.partition;
+        if let Err(failure) = self.claim() {
+            return match failure.disposition {
+                Disposition::Fatal => Err(self.worker.fatal(failure.detail)),
+                _ => Ok(SessionEnd::restart("claim", failure.detail)),
+            };
+        }
+        let mut abort_backoff = Backoff::new(ABORT_BACKOFF_MIN, ABORT_BACKOFF_MAX);
         loop {
             if self.worker.shutdown.load(Ordering::Relaxed) {
                 return Ok(SessionEnd::Shutdown);
             }
             self.report_lag();
             let failure = match self.replicate_batch() {
-                Ok(_) => continue,
+                Ok(BatchEnd::Committed) => {
+                    abort_backoff.reset();
+                    continue;
+                }
+                Ok(BatchEnd::Idle) => continue,
                 Err(failure) => failure,
             };
             match failure.disposition {
                 Disposition::AbortBatch | Disposition::Retriable => {
                     m::transaction_aborted(partition);
-                    tracing::warn!(%partition, detail = %failure.detail, "aborting transaction; the batch will be re-read from the source");
+                    let wait = abort_backoff.next();
+                    tracing::warn!(%partition, detail = %failure.detail, next_source_offset = self.committed.next_source_offset, retry_in_ms = wait.as_millis() as u64, "aborting transaction; the batch will be re-read from the source");
                     if let Err(e) = self
                         .producer
                         .abort_transaction(call_timeout(&self.worker.settings))
                     {
-                        // The abort can be what reveals that we were fenced
-                        // (the batch failed with `Local: Fatal error` or
-                        // purged records): a zombie must not start a new
-                        // session, whose init_transactions would fence the
-                        // instance that took the partition over.
-                        if classify(&e) == Disposition::Fenced {
-                            return self
-                                .fenced(format!("{}; abort_transaction: {e}", failure.detail));
-                        }
-                        return Ok(SessionEnd::Restart("abort_failed", e.to_string()));
+                        // Whatever the abort reveals (often that we were
+                        // fenced), the next session first checks who owns
+                        // the partition (invariant 4).
+                        return Ok(self.restart(
+                            "abort_failed",
+                            format!("{}; abort_transaction: {e}", failure.detail),
+                        ));
                     }
                     self.producer.poll(Duration::ZERO);
                     self.producer.context().drain();
                     self.worker
                         .assign(&self.consumer, self.committed.next_source_offset)?;
-                    self.worker
-                        .sleep_unless_shutdown(Duration::from_millis(200));
+                    self.worker.sleep_unless_shutdown(wait);
                 }
                 Disposition::RestartSession => {
-                    return Ok(SessionEnd::Restart(
-                        "producer_state_unknown",
-                        failure.detail,
-                    ))
+                    return Ok(self.restart("producer_state_unknown", failure.detail))
                 }
-                Disposition::Fenced => return self.fenced(failure.detail),
+                // A takeover or our own timed-out transaction: the next
+                // session's ownership check tells them apart (invariant 4).
+                Disposition::Fenced => return Ok(self.restart("fenced", failure.detail)),
                 Disposition::Fatal => {
                     return Err(match failure.source_offset {
                         Some(source_offset) => WorkerError::TargetRejected {
@@ -443,29 +578,46 @@ impl Session<'_> {
         }
     }
 
-    /// Our producer was fenced. If another instance has committed for this
-    /// partition since our last commit, it owns the partition: stop. If not,
-    /// the fencing came from our own transaction timing out (the coordinator
-    /// bumped the epoch): restart and carry on.
-    fn fenced(&self, detail: String) -> Result<SessionEnd, WorkerError> {
-        let latest = read_resume_position(
-            &self.worker.settings.target_reader,
-            &self.worker.settings.internal_topics.position,
-            &self.worker.partition,
-            Some(self.committed.position_offset.max(0)),
-            call_timeout(&self.worker.settings),
-        );
-        match latest {
-            Ok(Some(p))
-                if p.record.instance != self.worker.settings.instance
-                    && p.position_offset > self.committed.position_offset =>
-            {
-                Err(WorkerError::Fenced {
-                    source_partition: self.worker.partition.clone(),
-                })
-            }
-            _ => Ok(SessionEnd::Restart("fenced", detail)),
+    fn restart(&self, reason: &'static str, detail: String) -> SessionEnd {
+        SessionEnd::Restart {
+            reason,
+            detail,
+            committed_any: self.committed_any,
         }
+    }
+
+    /// Commits this session's claim on the partition (invariant 4): a
+    /// position record at the resumed position, with no runs, carrying this
+    /// process's instance id. It goes to the position topic only; the
+    /// progress topic's history is not changed by a claim.
+    fn claim(&mut self) -> Result<(), BatchError> {
+        let settings = &*self.worker.settings;
+        let record = ProgressRecord {
+            source: self.worker.partition.clone(),
+            runs: Vec::new(),
+            next_source_offset: self.committed.next_source_offset,
+            next_target_offset: self.committed.next_target_offset,
+            instance: settings.instance,
+            committed_at_ms: now_ms(),
+        };
+        self.producer
+            .begin_transaction()
+            .map_err(|e| BatchError::from_kafka("begin_transaction (claim)", &e))?;
+        self.send(
+            BaseRecord::with_opaque_to(
+                &settings.internal_topics.position,
+                Sent::Position.to_opaque(),
+            )
+            .partition(PROGRESS_PARTITION)
+            .key(ProgressRecord::key(&record.source).as_slice())
+            .payload(record.encode().as_slice()),
+        )?;
+        self.commit(call_timeout(settings))?;
+        if let Some(position_offset) = self.delivered_position_offset(1) {
+            self.committed.position_offset = position_offset;
+            self.worker.known_position.set(Some(position_offset));
+        }
+        Ok(())
     }
 
     /// Lag = source end (last stable offset) − replicated position, refreshed
@@ -649,7 +801,7 @@ impl Session<'_> {
         self.send_progress(&record)?;
         self.commit(timeout)?;
         let position_offset = self
-            .delivered_position_offset()
+            .delivered_position_offset(2)
             .unwrap_or(self.committed.position_offset);
 
         // Invariant: the replicated position only moves forward.
@@ -663,6 +815,8 @@ impl Session<'_> {
             next_target_offset: record.next_target_offset,
             position_offset,
         };
+        self.committed_any = true;
+        self.worker.known_position.set(Some(position_offset));
         self.cache(&record, position_offset);
         m::transaction_committed(partition, sent as u64, bytes as u64);
         Ok(BatchEnd::Committed)
@@ -750,15 +904,15 @@ impl Session<'_> {
         Ok(())
     }
 
-    /// After a successful commit: where the position record landed (the
-    /// next resume's start hint). Its delivery report arrived during the
-    /// commit's flush.
-    fn delivered_position_offset(&self) -> Option<i64> {
+    /// After a successful commit of `sent` internal records: where the
+    /// position record landed (the next resume's start hint). Its delivery
+    /// report arrived during the commit's flush.
+    fn delivered_position_offset(&self, sent: usize) -> Option<i64> {
         self.producer.poll(Duration::ZERO);
         let reports = self.producer.context().drain();
         // Every record sent gets exactly one delivery outcome, and a
         // committed transaction's records were all delivered.
-        debug_assert_eq!(reports.len(), 2, "progress and position reports");
+        debug_assert_eq!(reports.len(), sent, "internal record reports");
         debug_assert!(reports.iter().all(|r| r.outcome.is_ok()));
         reports
             .into_iter()
