@@ -14,7 +14,7 @@ use crate::clusters::{connect_both, Cluster, CONNECT_TIMEOUT};
 use crate::groups::apply::{apply, Applied};
 use crate::groups::translation::{translate, Translation, TranslationKind};
 use crate::groups::TopicPartition;
-use crate::offsets::history::read_mappings;
+use crate::offsets::history::{read_mappings, read_positions};
 use crate::replication::progress::InternalTopics;
 use crate::topics::filter::TopicFilter;
 use crate::topics::target::partition_counts;
@@ -135,8 +135,18 @@ pub fn translate_offsets(
 ) -> anyhow::Result<GroupTranslation> {
     let side = target.side(MAPPING_QUEUE_KBYTES, Duration::from_secs(120));
     let wanted: BTreeSet<TopicPartition> = offsets.keys().cloned().collect();
-    let progress = InternalTopics::for_alias(alias).progress;
-    let (maps, truncated) = read_mappings(&side, &progress, &wanted)?;
+    let topics = InternalTopics::for_alias(alias);
+    let (mut maps, truncated) = read_mappings(&side, &topics.progress, &wanted)?;
+    // A partition idle for longer than the progress topic's retention has
+    // no mapping left there, but the compacted position topic keeps its
+    // replicated tail for ever: groups caught up on it still translate.
+    for (key, position) in read_positions(&side, &topics.position, &wanted)? {
+        maps.entry(key).or_default().add(
+            &[],
+            position.next_source_offset,
+            position.next_target_offset,
+        );
+    }
     let empty = Default::default();
     let partitions = offsets
         .iter()

@@ -265,6 +265,54 @@ fn translate_apply_resumes_a_group_exactly_across_markers_aborts_and_compaction(
     drop(member);
 }
 
+/// A partition idle for longer than the progress topic's retention has no
+/// offset mapping left there. A group caught up on it must still translate
+/// (from the compacted position topic) and resume exactly: nothing re-read,
+/// nothing skipped when copying goes on.
+#[test]
+fn translate_idle_partitions_after_their_progress_records_expired() {
+    let bed = bed();
+    let topic = bed.source.create_topic("groups-idle", 2);
+    let first: Vec<TestRecord> = (0..40).map(|i| record(i as i32 % 2, "old", i)).collect();
+    bed.source.produce(&topic, &first);
+    let setup = MirrorSetup::new(&bed.source.bootstrap, &bed.target.bootstrap);
+    setup.copy_and_check(&topic, &[], &[&topic]);
+
+    // The group consumed everything; then retention empties the progress topic.
+    let group = unique_name("group-idle");
+    let ends: Vec<(i32, i64)> = (0..2)
+        .map(|p| (p, bed.source.watermarks(&topic, p).1))
+        .collect();
+    let offsets: Vec<(&str, i32, i64)> = ends
+        .iter()
+        .map(|&(p, end)| (topic.as_str(), p, end))
+        .collect();
+    bed.source.commit_group(&group, &offsets);
+    let progress = format!("__eosmirror.progress.{}", setup.alias);
+    let (_, progress_end) = bed.target.watermarks(&progress, 0);
+    bed.target.delete_records(&progress, 0, progress_end);
+
+    let (code, stdout, stderr) = setup.command("translate", &["--group", &group, "--apply"]);
+    assert_eq!(code, 0, "{stdout}\n{stderr}");
+    assert_eq!(stdout.matches("(replicated tail").count(), 2, "{stdout}");
+    assert_eq!(stdout.matches("[applied;").count(), 2, "{stdout}");
+
+    // Copying goes on: the group reads exactly the new records.
+    let second: Vec<TestRecord> = (0..10).map(|i| record(i as i32 % 2, "new", i)).collect();
+    bed.source.produce(&topic, &second);
+    setup.copy_and_check(&topic, &[], &[&topic]);
+    let source = bed.source.read_all(&topic, Isolation::ReadCommitted);
+    let on_target = resume_as_group(&bed.target, &group, &topic, 2);
+    for (p, end) in ends {
+        assert_eq!(
+            contents(&on_target[&p]),
+            contents(&remaining(&source, p, end)),
+            "{topic}-{p} from source offset {end}"
+        );
+        assert_eq!(on_target[&p].len(), 5);
+    }
+}
+
 /// A consumer that joins `group` and keeps polling until dropped.
 struct ActiveMember {
     stop: Arc<AtomicBool>,

@@ -215,18 +215,17 @@ impl GroupSync {
         let mut rereads = 0;
         for ((topic, partition), &offset) in offsets {
             let key = SourcePartition::new(topic.clone(), *partition);
-            match (
-                self.state.translate(&key, offset)?,
-                self.state.checkpoint(&key)?,
-            ) {
-                (Cached::Exact(target), _) => {
+            // One snapshot of the cache: a tail taken after a commit the
+            // lookup did not see would skip that commit's records.
+            match self.state.translate(&key, offset)? {
+                Some(Cached::Exact(target)) => {
                     translated.insert((topic.clone(), *partition), target);
                 }
-                (Cached::Tail, Some(checkpoint)) => {
-                    translated.insert((topic.clone(), *partition), checkpoint.next_target_offset);
-                    rereads += (offset - checkpoint.next_source_offset).max(0);
+                Some(Cached::Tail(tail)) => {
+                    translated.insert((topic.clone(), *partition), tail.next_target_offset);
+                    rereads += tail.rereads(offset);
                 }
-                _ => {
+                None => {
                     unknown.insert((topic.clone(), *partition), offset);
                 }
             }

@@ -8,6 +8,7 @@
 //! belongs at the replicated tail: the target offset where the next copy
 //! lands.
 
+use eosmirror_state::{Tail, Translation as Rule};
 use serde::Serialize;
 
 use crate::offsets::mapping::OffsetMap;
@@ -55,26 +56,34 @@ pub fn translate(
     let (Some(position), Some(tail)) = (map.replicated_position, map.replicated_target_end) else {
         return Err(Untranslatable::NothingReplicated);
     };
-    if let Some(first) = map.first_source() {
-        if history_truncated && source_offset < first {
-            return Err(Untranslatable::MappingExpired {
-                offset: source_offset,
-                first_mapped: first,
-            });
-        }
+    // With the history truncated, nothing is known below the first run kept
+    // (or, with none kept, below the replicated position).
+    let first_known = map.first_source().unwrap_or(position);
+    if history_truncated && source_offset < first_known {
+        return Err(Untranslatable::MappingExpired {
+            offset: source_offset,
+            first_mapped: first_known,
+        });
     }
-    Ok(match map.first_at_or_after(source_offset) {
-        Some((_, target_offset)) => Translation {
+    let tail = Tail {
+        next_source_offset: position,
+        next_target_offset: tail,
+    };
+    let next_copy = map
+        .first_at_or_after(source_offset)
+        .map(|(_, target)| target);
+    Ok(match Rule::rule(next_copy, tail) {
+        Rule::Exact(target_offset) => Translation {
             source_offset,
             target_offset,
             kind: TranslationKind::Exact,
             rereads: 0,
         },
-        None => Translation {
+        Rule::Tail(tail) => Translation {
             source_offset,
-            target_offset: tail,
+            target_offset: tail.next_target_offset,
             kind: TranslationKind::Tail,
-            rereads: (source_offset - position).max(0),
+            rereads: tail.rereads(source_offset),
         },
     })
 }
@@ -162,5 +171,27 @@ mod tests {
         // Complete history: offsets before the first copy are source data
         // that never existed or was deleted before copying.
         assert_eq!(translate(&m, false, 10).unwrap().target_offset, 60);
+    }
+
+    /// An idle partition whose progress records all expired: only its
+    /// position (from the compacted position topic) is known.
+    #[test]
+    fn a_position_alone_translates_offsets_at_the_tail() {
+        let mut m = OffsetMap::default();
+        m.add(&[], 40, 52);
+        m.seal();
+        let t = translate(&m, true, 40).unwrap();
+        assert_eq!(
+            (t.target_offset, t.kind, t.rereads),
+            (52, TranslationKind::Tail, 0)
+        );
+        assert_eq!(translate(&m, true, 43).unwrap().rereads, 3);
+        assert_eq!(
+            translate(&m, true, 39),
+            Err(Untranslatable::MappingExpired {
+                offset: 39,
+                first_mapped: 40
+            })
+        );
     }
 }

@@ -26,7 +26,9 @@ use sled::Transactional;
 use crate::codec;
 use crate::header::Header;
 use crate::translation::debug_assert_runs_fit;
-use crate::{Checkpoint, ClusterIdentity, OffsetRun, SourcePartition, StateError, Translation};
+use crate::{
+    Checkpoint, ClusterIdentity, OffsetRun, SourcePartition, StateError, Tail, Translation,
+};
 
 /// Name of the sled tree holding one [`Checkpoint`] per source partition.
 const CHECKPOINTS_TREE: &str = "checkpoints";
@@ -39,6 +41,9 @@ const SLED_LOCK_MESSAGE: &str = "could not acquire lock";
 /// has stopped; that takes a moment. Only a lock held longer than this is
 /// reported as [`StateError::Locked`].
 const LOCK_WAIT: Duration = Duration::from_secs(3);
+/// How often a translation re-reads while commits keep changing the
+/// checkpoint under it, before it leaves the answer to the progress topic.
+const SNAPSHOT_ATTEMPTS: usize = 8;
 
 /// How [`StateStore::open`] found the directory, so the caller can log it
 /// and knows whether cached positions are available.
@@ -314,32 +319,84 @@ impl StateStore {
     }
 
     /// Translates `source_offset` of `partition` into the target offset a
-    /// consumer should resume from (see [`Translation`]).
+    /// consumer should resume from (see [`Translation::rule`]); `None` when
+    /// the offset lies before the first run the cache knows (or the cache
+    /// knows none for the partition): the progress topic has to answer.
     ///
-    /// Two point lookups on the sorted run keys: the run starting at or
-    /// before the offset, and if that run does not cover it, the next run.
+    /// The answer comes from one consistent snapshot of the checkpoint and
+    /// the runs (see [`StateStore::translate_between`]).
     pub fn translate(
         &self,
         partition: &SourcePartition,
         source_offset: i64,
-    ) -> Result<Translation, StateError> {
+    ) -> Result<Option<Translation>, StateError> {
+        self.translate_between(partition, source_offset, || {})
+    }
+
+    /// [`StateStore::translate`], calling `between` between its reads (tests
+    /// interleave commits there).
+    ///
+    /// sled makes each read atomic with respect to a whole
+    /// [`StateStore::record_commit`], but not several reads together, so the
+    /// checkpoint is read before and after the runs, like a seqlock. Every
+    /// commit that adds runs moves the checkpoint forward, so two equal
+    /// reads mean no commit came in between: the runs and the tail belong
+    /// to one snapshot. After [`SNAPSHOT_ATTEMPTS`] disagreements the answer
+    /// is `None` (the progress topic decides).
+    fn translate_between(
+        &self,
+        partition: &SourcePartition,
+        source_offset: i64,
+        mut between: impl FnMut(),
+    ) -> Result<Option<Translation>, StateError> {
+        for _ in 0..SNAPSHOT_ATTEMPTS {
+            let before = self.checkpoint(partition)?;
+            between();
+            let next_copy = self.next_copy(partition, source_offset)?;
+            between();
+            if self.checkpoint(partition)? != before {
+                continue;
+            }
+            let (Some(checkpoint), Some(next_copy)) = (before, next_copy) else {
+                return Ok(None);
+            };
+            let tail = Tail {
+                next_source_offset: checkpoint.next_source_offset,
+                next_target_offset: checkpoint.next_target_offset,
+            };
+            return Ok(Some(Translation::rule(next_copy, tail)));
+        }
+        Ok(None)
+    }
+
+    /// The target offset of the first copy at or after `source_offset`:
+    /// `None` if the cache knows no run at or before it (it cannot tell),
+    /// `Some(None)` if no copy follows it (yet).
+    ///
+    /// Two point lookups on the sorted run keys: the run starting at or
+    /// before the offset, and if that run does not cover it, the next run.
+    fn next_copy(
+        &self,
+        partition: &SourcePartition,
+        source_offset: i64,
+    ) -> Result<Option<Option<i64>>, StateError> {
         let at = partition.run_key(source_offset);
         let Some(floor) = self.run_in(partition, partition.run_key(i64::MIN)..=at.clone(), true)?
         else {
-            return Ok(Translation::Unknown);
+            return Ok(None);
         };
         if let Some(target) = floor.target_of(source_offset) {
-            return Ok(Translation::Exact(target));
+            return Ok(Some(Some(target)));
         }
         // In a gap between runs, or past the last one.
         let after = (
             Bound::Excluded(at),
             Bound::Included(partition.run_key(i64::MAX)),
         );
-        Ok(match self.run_in(partition, after, false)? {
-            Some(next) => Translation::Exact(next.target_start),
-            None => Translation::Tail,
-        })
+        Ok(Some(
+            self.run_in(partition, after, false)?
+                .map(|next| next.target_start),
+        ))
     }
 
     /// The last (`last == true`) or first run of `partition` whose key lies

@@ -41,6 +41,25 @@ impl OffsetRun {
     }
 }
 
+/// The replicated tail of a partition: how far its copy got, and where the
+/// next copied record will land.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Tail {
+    /// Next source offset to copy: everything below it is replicated.
+    pub next_source_offset: i64,
+    /// Target offset of the next copy (after the last commit marker).
+    pub next_target_offset: i64,
+}
+
+impl Tail {
+    /// Source offsets below `source_offset` that are not replicated yet: a
+    /// group placed at the tail has consumed them on the source and will read
+    /// their copies again (an upper bound in offsets).
+    pub fn rereads(&self, source_offset: i64) -> i64 {
+        (source_offset - self.next_source_offset).max(0)
+    }
+}
+
 /// Answer to "where in the target is source offset N?", e.g. to translate a
 /// consumer group's committed offset for failover.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -51,10 +70,24 @@ pub enum Translation {
     Exact(i64),
     /// Nothing at or after that source offset is replicated yet: a consumer
     /// positioned there belongs at the replicated tail of the target.
-    Tail,
-    /// The offset lies before the first run the cache knows (or the cache
-    /// knows none for the partition): ask the progress topic instead.
-    Unknown,
+    Tail(Tail),
+}
+
+impl Translation {
+    /// The translation rule, written once for every reader of the mapping
+    /// (this cache and the progress topic). A committed group offset `o`
+    /// means "read next the first committed record at offset >= o", so it
+    /// translates to the target offset of that record's copy
+    /// (`next_copy`: the first copied record at or after `o`); if no such
+    /// copy exists yet, to the replicated tail. Both inputs must come from
+    /// one consistent view of the mapping: a tail read after a commit that
+    /// `next_copy` did not see would skip that commit's records.
+    pub fn rule(next_copy: Option<i64>, tail: Tail) -> Translation {
+        match next_copy {
+            Some(target) => Translation::Exact(target),
+            None => Translation::Tail(tail),
+        }
+    }
 }
 
 /// Debug-build check of what one committed transaction may record: runs that

@@ -22,6 +22,13 @@ fn checkpoint(next_source: i64, next_target: i64) -> Checkpoint {
     }
 }
 
+fn tail(next_source: i64, next_target: i64) -> Tail {
+    Tail {
+        next_source_offset: next_source,
+        next_target_offset: next_target,
+    }
+}
+
 fn run(source_start: i64, target_start: i64, len: u64) -> OffsetRun {
     OffsetRun {
         source_start,
@@ -101,7 +108,10 @@ fn create_then_reopen_roundtrip() {
     let (store, outcome) = open(&dir);
     assert_eq!(outcome, OpenOutcome::Reopened);
     assert_eq!(store.checkpoint(&orders).unwrap(), Some(checkpoint(10, 12)));
-    assert_eq!(store.translate(&orders, 7).unwrap(), Translation::Exact(5));
+    assert_eq!(
+        store.translate(&orders, 7).unwrap(),
+        Some(Translation::Exact(5))
+    );
 }
 
 #[test]
@@ -375,7 +385,10 @@ fn backwards_checkpoint_is_rejected_and_nothing_written() {
         store.checkpoint(&orders).unwrap(),
         Some(checkpoint(100, 120))
     );
-    assert_eq!(store.translate(&orders, 150).unwrap(), Translation::Tail);
+    assert_eq!(
+        store.translate(&orders, 150).unwrap(),
+        Some(Translation::Tail(tail(100, 120)))
+    );
 
     // Standing still is allowed (an idle partition re-emitting its position).
     let idle = Checkpoint {
@@ -434,7 +447,7 @@ fn translate_exact_hits() {
     for (source, target) in [(10, 100), (12, 102), (14, 104), (20, 106), (22, 108)] {
         assert_eq!(
             store.translate(&orders, source).unwrap(),
-            Translation::Exact(target),
+            Some(Translation::Exact(target)),
             "source offset {source}"
         );
     }
@@ -446,7 +459,7 @@ fn translate_gap_resolves_to_next_run_start() {
     for source in 15..20 {
         assert_eq!(
             store.translate(&orders, source).unwrap(),
-            Translation::Exact(106),
+            Some(Translation::Exact(106)),
             "source offset {source}"
         );
     }
@@ -456,7 +469,10 @@ fn translate_gap_resolves_to_next_run_start() {
 fn translate_after_last_run_is_tail() {
     let (_tmp, store, orders) = store_with_two_runs();
     for source in [23, 24, 25, 1_000, i64::MAX] {
-        assert_eq!(store.translate(&orders, source).unwrap(), Translation::Tail);
+        assert_eq!(
+            store.translate(&orders, source).unwrap(),
+            Some(Translation::Tail(tail(25, 110)))
+        );
     }
 }
 
@@ -464,13 +480,10 @@ fn translate_after_last_run_is_tail() {
 fn translate_before_first_run_or_without_runs_is_unknown() {
     let (_tmp, store, orders) = store_with_two_runs();
     for source in [i64::MIN, -1, 0, 9] {
-        assert_eq!(
-            store.translate(&orders, source).unwrap(),
-            Translation::Unknown
-        );
+        assert_eq!(store.translate(&orders, source).unwrap(), None);
     }
     let idle = SourcePartition::new("orders", 1);
-    assert_eq!(store.translate(&idle, 0).unwrap(), Translation::Unknown);
+    assert_eq!(store.translate(&idle, 0).unwrap(), None);
 }
 
 #[test]
@@ -505,17 +518,14 @@ fn partitions_and_prefix_topics_do_not_bleed() {
         );
         assert_eq!(
             store.translate(partition, start + 2).unwrap(),
-            Translation::Exact(base + 2),
+            Some(Translation::Exact(base + 2)),
             "{partition}"
         );
         assert_eq!(
             store.translate(partition, start + 5).unwrap(),
-            Translation::Tail
+            Some(Translation::Tail(tail(start + 5, base + 6)))
         );
-        assert_eq!(
-            store.translate(partition, start - 1).unwrap(),
-            Translation::Unknown
-        );
+        assert_eq!(store.translate(partition, start - 1).unwrap(), None);
     }
     assert_eq!(
         store.checkpoint(&SourcePartition::new("a", 2)).unwrap(),
@@ -540,13 +550,13 @@ fn reset_partition_removes_only_that_partition() {
 
     store.reset_partition(&parts[0]).unwrap();
     assert_eq!(store.checkpoint(&parts[0]).unwrap(), None);
-    assert_eq!(store.translate(&parts[0], 0).unwrap(), Translation::Unknown);
-    assert_eq!(store.translate(&parts[0], 4).unwrap(), Translation::Unknown);
+    assert_eq!(store.translate(&parts[0], 0).unwrap(), None);
+    assert_eq!(store.translate(&parts[0], 4).unwrap(), None);
     for partition in &parts[1..] {
         assert_eq!(store.checkpoint(partition).unwrap(), Some(checkpoint(5, 6)));
         assert_eq!(
             store.translate(partition, 4).unwrap(),
-            Translation::Exact(3)
+            Some(Translation::Exact(3))
         );
     }
 
@@ -557,7 +567,68 @@ fn reset_partition_removes_only_that_partition() {
         .unwrap();
     assert_eq!(
         store.translate(&parts[0], 2).unwrap(),
-        Translation::Exact(2)
+        Some(Translation::Exact(2))
     );
-    assert_eq!(store.translate(&parts[0], 0).unwrap(), Translation::Unknown);
+    assert_eq!(store.translate(&parts[0], 0).unwrap(), None);
+}
+
+/// Group sync's race, made deterministic: a group caught up at the
+/// replicated position P is translated while a worker commits [P, Q). Each
+/// commit point between the translation's reads must give either the
+/// tail at P (before the commit) or the copy of P (after it), never the
+/// tail at Q, which would skip the copies of [P, Q) on failover.
+#[test]
+fn translation_is_one_snapshot_while_commits_land() {
+    for commit_at in 1..=2 {
+        let (_tmp, dir) = state_dir();
+        let (store, _) = open(&dir);
+        let orders = SourcePartition::new("orders", 0);
+        store
+            .record_commit(&orders, &checkpoint(10, 11), &[run(0, 0, 10)])
+            .unwrap();
+        let mut calls = 0;
+        let translation = store
+            .translate_between(&orders, 10, || {
+                calls += 1;
+                if calls == commit_at {
+                    store
+                        .record_commit(&orders, &checkpoint(20, 22), &[run(10, 11, 10)])
+                        .unwrap();
+                }
+            })
+            .unwrap();
+        assert_eq!(
+            translation,
+            Some(Translation::Exact(11)),
+            "commit between read {commit_at} and {}",
+            commit_at + 1
+        );
+    }
+}
+
+/// Commits that keep landing between the reads never yield a mixed answer:
+/// after a bounded number of attempts the cache answers `Unknown`.
+#[test]
+fn translation_gives_up_while_every_read_races_a_commit() {
+    let (_tmp, dir) = state_dir();
+    let (store, _) = open(&dir);
+    let orders = SourcePartition::new("orders", 0);
+    store
+        .record_commit(&orders, &checkpoint(10, 11), &[run(0, 0, 10)])
+        .unwrap();
+    let (mut next_source, mut next_target) = (10, 11);
+    let translation = store
+        .translate_between(&orders, 10_000, || {
+            store
+                .record_commit(
+                    &orders,
+                    &checkpoint(next_source + 10, next_target + 11),
+                    &[run(next_source, next_target, 10)],
+                )
+                .unwrap();
+            next_source += 10;
+            next_target += 11;
+        })
+        .unwrap();
+    assert_eq!(translation, None);
 }
