@@ -4,6 +4,8 @@
 use std::net::SocketAddr;
 
 use eosmirror_state::SourcePartition;
+
+use crate::replication::layout::Lane;
 use metrics::{counter, gauge};
 use metrics_exporter_prometheus::PrometheusBuilder;
 
@@ -30,22 +32,33 @@ pub fn transaction_committed(p: &SourcePartition, records: u64, bytes: u64) {
     counter!("eosmirror_bytes_replicated_total", &labels(p)).increment(bytes);
 }
 
-pub fn transaction_aborted(p: &SourcePartition) {
-    counter!("eosmirror_transactions_aborted_total", &labels(p)).increment(1);
-}
-
 /// Source end offset minus replicated position.
 pub fn lag(p: &SourcePartition, records: i64) {
     gauge!("eosmirror_lag_records", &labels(p)).set(records as f64);
 }
 
-pub fn worker_restarted(p: &SourcePartition, reason: &'static str) {
-    let [topic, partition] = labels(p);
+/// A lane committed a transaction (of one or more partitions).
+pub fn lane_transaction_committed(lane: Lane) {
+    counter!("eosmirror_lane_transactions_committed_total", "lane" => lane.to_string())
+        .increment(1);
+}
+
+pub fn lane_transaction_aborted(lane: Lane) {
+    counter!("eosmirror_lane_transactions_aborted_total", "lane" => lane.to_string()).increment(1);
+}
+
+pub fn lane_restarted(lane: Lane, reason: &'static str) {
     counter!(
-        "eosmirror_worker_restarts_total",
-        &[topic, partition, ("reason", reason.to_string())]
+        "eosmirror_lane_restarts_total",
+        "lane" => lane.to_string(),
+        "reason" => reason
     )
     .increment(1);
+}
+
+/// The lanes this instance runs (1) or stopped running (0).
+pub fn lane_owned(lane: Lane, owned: bool) {
+    gauge!("eosmirror_lane_owned", "lane" => lane.to_string()).set(if owned { 1.0 } else { 0.0 });
 }
 
 /// Source offsets deleted before they were copied and skipped by opt-in.
@@ -53,8 +66,9 @@ pub fn source_gap_skipped(p: &SourcePartition, offsets: u64) {
     counter!("eosmirror_source_gap_offsets_total", &labels(p)).increment(offsets);
 }
 
-pub fn workers_running(count: usize) {
-    gauge!("eosmirror_workers").set(count as f64);
+/// Source partitions being copied, over all lanes.
+pub fn partitions_running(count: usize) {
+    gauge!("eosmirror_partitions").set(count as f64);
 }
 
 /// The throttle's limits; 0 = unlimited.

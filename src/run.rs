@@ -14,11 +14,12 @@ use crate::clusters::Cluster;
 use crate::config::{self, ClientRole};
 use crate::connect::cluster_id;
 use crate::groups::sync::GroupSync;
+use crate::replication::lane::WorkerSettings;
+use crate::replication::layout::{Layout, DEFAULT_LANES};
 use crate::replication::limits::BatchLimits;
 use crate::replication::progress::InternalTopics;
 use crate::replication::supervisor::{self, SupervisorSettings};
 use crate::replication::throttle::{self, Throttle, ThrottleLimits};
-use crate::replication::worker::WorkerSettings;
 use crate::shutdown::Shutdown;
 use crate::topics::target::TargetTopicOptions;
 
@@ -97,9 +98,14 @@ fn instance_id() -> u64 {
 
 /// Runs replication until SIGTERM/SIGINT or a failure.
 pub async fn run(args: RunArgs) -> anyhow::Result<()> {
-    for note in args.mirrormaker.check()? {
+    for note in args.mirrormaker.check(args.lanes)? {
         tracing::info!("{note}");
     }
+    let layout = Layout::new(
+        args.lanes
+            .or(args.mirrormaker.num_streams)
+            .unwrap_or(DEFAULT_LANES),
+    )?;
     let filter = args.topics.filter()?;
     let groups_sync = args
         .groups_sync
@@ -197,6 +203,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         target,
         target_reader: target_connection.clone(),
         internal_topics: InternalTopics::for_alias(&args.connection.source_alias),
+        layout,
         transactional_id_base: format!(
             "{}.{}",
             args.transactional_id_prefix, args.connection.source_alias
@@ -221,6 +228,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
             replication_factor: args.target_replication_factor,
             add_partitions: args.target_add_partitions,
             progress_retention: Duration::from_millis(args.progress_retention_ms),
+            layout,
         },
         refresh_interval: Duration::from_millis(args.refresh_interval_ms),
         memory_limit_bytes: args.max_memory_bytes,

@@ -121,7 +121,7 @@ fn wait_caught_up(topic: &str, mirror: &mut Mirror, setup: &MirrorSetup) {
 }
 
 /// Like `assert_exact_copy`, but on failure also prints where every
-/// eosmirror instance of the test resumed (its "worker session started"
+/// eosmirror instance of the test resumed (its "lane session started"
 /// lines) and its warnings and errors: the evidence for a bug report.
 fn assert_exact_copy_with_history(topic: &str, setup: &MirrorSetup) {
     let bed = bed();
@@ -156,7 +156,7 @@ fn history(setup: &MirrorSetup) -> String {
     for (_, path) in logs {
         out.push_str(&format!("--- {}\n", path.display()));
         for line in fs::read_to_string(&path).unwrap_or_default().lines() {
-            if line.contains("worker session started")
+            if line.contains("lane session started")
                 || line.contains("WARN")
                 || line.contains("ERROR")
                 || line.contains("error")

@@ -420,7 +420,7 @@ fn include_and_exclude_select_exactly_the_named_topics() {
     }
     let output = mirror.output();
     assert!(
-        !output.contains("starting worker partition=__"),
+        !output.contains("partition joins its lane partition=__"),
         "an internal topic was replicated:\n{output}"
     );
     let selected_partitions: i32 = selected
@@ -428,9 +428,9 @@ fn include_and_exclude_select_exactly_the_named_topics() {
         .map(|t| bed.source.partition_count(t).unwrap())
         .sum();
     assert_eq!(
-        output.matches("starting worker").count(),
+        output.matches("partition joins its lane").count(),
         selected_partitions as usize,
-        "one worker per partition of the selected topics:\n{output}"
+        "every partition of the selected topics joins a lane, once:\n{output}"
     );
 }
 

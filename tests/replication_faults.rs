@@ -42,9 +42,9 @@ const TRANSACTION_TIMEOUT_MS: &str = "10000";
 /// Generous bound for anything that waits on eosmirror (2 shared cores).
 const PATIENCE: Duration = Duration::from_secs(240);
 
-/// What eosmirror prints when another instance took a partition over
-/// (`WorkerError::Fenced`).
-const TAKEN_OVER: &str = "took this partition over";
+/// What eosmirror prints when another instance took a lane over
+/// (`WorkerError::LaneTakenOver`).
+const TAKEN_OVER: &str = "took this lane over";
 
 /// Writes numbered records round-robin to every partition of a topic from a
 /// thread of its own until stopped.
@@ -189,7 +189,7 @@ fn sleep_while_running(mirror: &mut Mirror, duration: Duration, during: &str) {
 fn restarts(output: &str) -> Vec<&str> {
     output
         .lines()
-        .filter(|l| l.contains("restarting worker session"))
+        .filter(|l| l.contains("restarting lane session"))
         .collect()
 }
 
@@ -277,7 +277,7 @@ impl Drop for Proxy {
 /// while A is frozen (SIGSTOP) with a transaction open. B's
 /// `init_transactions` fences A and aborts its open transaction; when A
 /// thaws it must notice it was fenced by another instance, stop with the
-/// "took this partition over" error and never make a write visible. B must
+/// "took this lane over" error and never make a write visible. B must
 /// carry on undisturbed, and the target ends an exact copy.
 #[test]
 fn zombie_instance_is_fenced_and_writes_nothing() {
@@ -393,17 +393,17 @@ fn numbered(tag: &str, count: usize, partitions: i32) -> Vec<TestRecord> {
         .collect()
 }
 
-/// How many worker sessions an eosmirror output shows started.
+/// How many lane sessions an eosmirror output shows started.
 fn sessions_started(output: &str) -> usize {
     output
         .lines()
-        .filter(|l| l.contains("worker session started"))
+        .filter(|l| l.contains("lane session started"))
         .count()
 }
 
 /// Thaws the frozen zombie `a` (which had started `a_sessions` sessions) while
 /// `b`, the instance that fenced it, copies on. A must stop with the
-/// "took this partition over" error without ever starting another session
+/// "took this lane over" error without ever starting another session
 /// (a new session's `init_transactions` would fence B in turn); B must not
 /// be disturbed, must finish the copy and stop cleanly; the target must be
 /// an exact copy.
@@ -442,7 +442,7 @@ fn thaw_zombie_and_judge(
     assert_ne!(a_code, 0, "the zombie exited 0; output:\n{a_output}");
     assert!(
         a_output.contains(TAKEN_OVER),
-        "the zombie did not report that another instance took its partitions over; output:\n{a_output}"
+        "the zombie did not report that another instance took its lanes over; output:\n{a_output}"
     );
     assert_eq!(
         sessions_started(&a_output),

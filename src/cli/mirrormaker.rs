@@ -45,8 +45,9 @@ pub struct UnsupportedFlag {
 
 impl MirrorMakerFlags {
     /// Rejects flags with no meaning here; returns notes for accepted ones
-    /// that are ignored, to be logged.
-    pub fn check(&self) -> Result<Vec<String>, UnsupportedFlag> {
+    /// that are ignored or translated, to be logged. `lanes` is `--lanes`,
+    /// which wins over `--num.streams`.
+    pub fn check(&self, lanes: Option<u32>) -> Result<Vec<String>, UnsupportedFlag> {
         let reject = |flag, instead| Err(UnsupportedFlag { flag, instead });
         if self.message_handler.is_some() || self.message_handler_args.is_some() {
             return reject(
@@ -63,7 +64,7 @@ impl MirrorMakerFlags {
         if self.num_producers.is_some() {
             return reject(
                 "--num.producers",
-                "eosmirror runs one transactional producer per source partition (required for exactly-once); remove the flag",
+                "eosmirror runs one transactional producer per lane (--lanes; required for exactly-once); remove the flag",
             );
         }
         if self.abort_on_send_failure == Some(false) {
@@ -73,9 +74,9 @@ impl MirrorMakerFlags {
             );
         }
         let mut notes = Vec::new();
-        if let Some(n) = self.num_streams {
+        if let (Some(n), None) = (self.num_streams, lanes) {
             notes.push(format!(
-                "--num.streams {n} ignored: eosmirror runs one stream per source partition"
+                "--num.streams {n} taken as --lanes {n}: one source consumer and one transactional producer per lane"
             ));
         }
         if self.new_consumer {
@@ -98,7 +99,7 @@ mod tests {
             message_handler: Some("com.example.Handler".into()),
             ..Default::default()
         };
-        let err = flags.check().unwrap_err().to_string();
+        let err = flags.check(None).unwrap_err().to_string();
         assert!(
             err.contains("--message.handler") && err.contains("unchanged"),
             "{err}"
@@ -112,7 +113,7 @@ mod tests {
             abort_on_send_failure: Some(true),
             ..Default::default()
         };
-        let notes = flags.check().unwrap();
+        let notes = flags.check(None).unwrap();
         assert_eq!(notes.len(), 1);
         assert!(notes[0].contains("--num.streams 4"));
     }
@@ -123,6 +124,6 @@ mod tests {
             abort_on_send_failure: Some(false),
             ..Default::default()
         };
-        assert!(flags.check().is_err());
+        assert!(flags.check(None).is_err());
     }
 }

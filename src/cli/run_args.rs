@@ -8,8 +8,8 @@ use clap::Args;
 
 use super::common::{ConnectionArgs, TopicArgs};
 
+use crate::replication::lane::GapPolicy;
 use crate::replication::throttle::{parse_bytes, parse_count};
-use crate::replication::worker::GapPolicy;
 
 #[derive(Debug, Args)]
 pub struct RunArgs {
@@ -28,7 +28,7 @@ pub struct RunArgs {
     )]
     pub state_dir: PathBuf,
 
-    /// Prefix of the transactional ids (`<prefix>.<alias>.<topic>.<partition>`).
+    /// Prefix of the transactional ids (`<prefix>.<alias>.lane-<k>`).
     /// Instances sharing it fence each other, which is what makes a stalled
     /// instance harmless.
     #[arg(
@@ -37,6 +37,15 @@ pub struct RunArgs {
         default_value = "eosmirror"
     )]
     pub transactional_id_prefix: String,
+
+    /// Lanes of the deployment (default 4): each lane is one source consumer
+    /// and one transactional producer copying its share of the partitions,
+    /// so threads, connections and target transactions depend on the lane
+    /// count, not on the partition count. Fixed for a --source.alias once it
+    /// ran (its internal topics have one partition per lane). MirrorMaker's
+    /// --num.streams maps here.
+    #[arg(long = "lanes", env = "EOSMIRROR_LANES", value_name = "N")]
+    pub lanes: Option<u32>,
 
     /// Longest a transaction collects records before committing (ms).
     /// MirrorMaker's --offset.commit.interval.ms maps here.
@@ -48,7 +57,7 @@ pub struct RunArgs {
     )]
     pub commit_interval_ms: u64,
 
-    /// Most records per transaction and partition. MirrorMaker's --queue.size maps here.
+    /// Most records per transaction (of a lane). MirrorMaker's --queue.size maps here.
     #[arg(
         long = "batch.max.records",
         visible_alias = "queue.size",
@@ -57,12 +66,12 @@ pub struct RunArgs {
     )]
     pub batch_max_records: usize,
 
-    /// Most key+value+header bytes per transaction and partition.
+    /// Most key+value+header bytes per transaction (of a lane).
     #[arg(long = "batch.max.bytes", env = "EOSMIRROR_BATCH_MAX_BYTES", default_value_t = 32 << 20)]
     pub batch_max_bytes: usize,
 
     /// Bound on buffered record bytes across all partitions (consumer
-    /// prefetch plus producer queues), split evenly between partitions.
+    /// prefetch plus producer queues), split evenly between lanes.
     #[arg(long = "max.memory.bytes", env = "EOSMIRROR_MAX_MEMORY_BYTES", default_value_t = 128 << 20)]
     pub max_memory_bytes: usize,
 
@@ -128,7 +137,7 @@ pub struct RunArgs {
     )]
     pub metrics_address: Option<SocketAddr>,
 
-    /// How long shutdown waits for workers to commit and stop (ms).
+    /// How long shutdown waits for lanes to commit and stop (ms).
     #[arg(
         long = "shutdown.timeout.ms",
         env = "EOSMIRROR_SHUTDOWN_TIMEOUT_MS",

@@ -107,6 +107,20 @@ impl Side {
         }
     }
 
+    /// Partitions of `topic`; `None` if the cluster has no such topic.
+    pub fn partition_count(&self, topic: &str) -> Result<Option<i32>, ReadError> {
+        let kafka = self.kafka(topic, -1);
+        let client: BaseConsumer = self.connection.create().map_err(&kafka)?;
+        let metadata = client
+            .fetch_metadata(Some(topic), self.stall_limit)
+            .map_err(&kafka)?;
+        Ok(metadata
+            .topics()
+            .iter()
+            .find(|t| t.name() == topic && t.error().is_none() && !t.partitions().is_empty())
+            .map(|t| t.partitions().len() as i32))
+    }
+
     /// Low and high watermark (`read_uncommitted` view).
     pub fn watermarks(&self, topic: &str, partition: i32) -> Result<(i64, i64), ReadError> {
         let client: BaseConsumer = self

@@ -1,7 +1,10 @@
 //! Delivery reports of the transactional producer, collected per batch.
 //!
-//! Invariant (asserted by the worker): every record sent in a transaction
-//! gets exactly one delivery outcome before the transaction is committed.
+//! Every record a lane sends in a transaction is a *slot* of the batch (its
+//! index, carried as the delivery opaque), so a report is matched to the
+//! source record or internal record it belongs to without a lookup table.
+//! Invariant (asserted by the lane): every slot gets exactly one delivery
+//! outcome before the transaction is committed.
 
 use std::sync::Mutex;
 
@@ -10,50 +13,14 @@ use rdkafka::error::KafkaError;
 use rdkafka::message::Message;
 use rdkafka::producer::{DeliveryResult, ProducerContext};
 
-/// What a record sent to the target is, carried as the delivery opaque so the
-/// report can be matched to the source record without a lookup table.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Sent {
-    /// A copy of the source record at this offset.
-    Data { source_offset: i64 },
-    /// The progress record of the transaction.
-    Progress,
-    /// The position record of the transaction.
-    Position,
-}
-
-impl Sent {
-    /// Offsets are non-negative, so the two top values are free for markers.
-    pub fn to_opaque(self) -> usize {
-        match self {
-            Sent::Data { source_offset } => {
-                debug_assert!(source_offset >= 0);
-                source_offset as usize
-            }
-            Sent::Progress => usize::MAX,
-            Sent::Position => usize::MAX - 1,
-        }
-    }
-
-    fn from_opaque(opaque: usize) -> Sent {
-        match opaque {
-            usize::MAX => Sent::Progress,
-            x if x == usize::MAX - 1 => Sent::Position,
-            x => Sent::Data {
-                source_offset: x as i64,
-            },
-        }
-    }
-}
-
-/// One delivery report: where the record landed, or why it did not.
+/// One delivery report: where the record of `slot` landed, or why it did not.
 #[derive(Debug, Clone)]
 pub struct Delivery {
-    pub sent: Sent,
+    pub slot: usize,
     pub outcome: Result<i64, KafkaError>,
 }
 
-/// Producer context that records delivery reports for the worker thread to
+/// Producer context that records delivery reports for the lane thread to
 /// drain after each flush.
 #[derive(Default)]
 pub struct DeliveryLog {
@@ -72,7 +39,7 @@ impl ClientContext for DeliveryLog {}
 impl ProducerContext for DeliveryLog {
     type DeliveryOpaque = usize;
 
-    fn delivery(&self, result: &DeliveryResult<'_>, opaque: usize) {
+    fn delivery(&self, result: &DeliveryResult<'_>, slot: usize) {
         let outcome = match result {
             Ok(message) => Ok(message.offset()),
             Err((error, _)) => Err(error.clone()),
@@ -80,28 +47,6 @@ impl ProducerContext for DeliveryLog {
         self.reports
             .lock()
             .expect("delivery log poisoned")
-            .push(Delivery {
-                sent: Sent::from_opaque(opaque),
-                outcome,
-            });
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn opaque_round_trips() {
-        for sent in [
-            Sent::Data { source_offset: 0 },
-            Sent::Data {
-                source_offset: i64::MAX,
-            },
-            Sent::Progress,
-            Sent::Position,
-        ] {
-            assert_eq!(Sent::from_opaque(sent.to_opaque()), sent);
-        }
+            .push(Delivery { slot, outcome });
     }
 }

@@ -4,6 +4,8 @@
 
 use eosmirror_state::SourcePartition;
 
+use super::layout::Lane;
+
 /// Why a worker stopped for good (the process then exits non-zero).
 #[derive(Debug, thiserror::Error)]
 pub enum WorkerError {
@@ -42,8 +44,10 @@ pub enum WorkerError {
         source_partition: SourcePartition,
         source_offset: i64,
     },
-    #[error("{source_partition}: another eosmirror instance (same --transactional.id.prefix) took this partition over; this instance stopped writing it")]
-    Fenced { source_partition: SourcePartition },
+    #[error("{lane} ({partitions} source partitions): another eosmirror instance (same --transactional.id.prefix and --source.alias) took this lane over; this instance stopped writing it")]
+    LaneTakenOver { lane: Lane, partitions: usize },
+    #[error("{lane}: {message}")]
+    LaneFatal { lane: Lane, message: String },
     #[error("{source_partition}: {message}")]
     Fatal {
         source_partition: SourcePartition,

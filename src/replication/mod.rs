@@ -1,13 +1,16 @@
-//! The replication data path: one worker per source partition, each copying
-//! its partition to the same-numbered target partition in Kafka
-//! transactions that also carry the progress record.
+//! The replication data path: source partitions spread over a fixed number
+//! of lanes; each lane copies its partitions to the same-numbered target
+//! partitions in Kafka transactions that also carry one progress record per
+//! partition touched.
 
 pub mod delivery;
 pub mod errors;
 pub mod failure;
+pub mod lane;
+pub mod layout;
 pub mod limits;
+pub mod positions;
 pub mod progress;
-pub mod resume;
 pub mod supervisor;
 pub mod throttle;
-pub mod worker;
+pub mod transaction;

@@ -10,19 +10,18 @@
 //!   forever — even for a partition idle longer than any retention — and a
 //!   cold start reads a compacted topic instead of history.
 //!
-//! Both are internal topics of one source cluster alias and have a single
-//! partition (0): the partition a record lands in never depends on a hash or
-//! on a partition count someone might change.
+//! Both are internal topics of one source cluster alias with one partition
+//! per lane: lane `k` writes partition `k` (see [`super::layout`]), so the
+//! records of one source partition are all in one internal partition, in
+//! commit order, and no partition is written by every transaction.
 
 use eosmirror_state::{OffsetRun, SourcePartition};
 use serde::{Deserialize, Serialize};
 
-/// Bumped when the encoding changes; readers refuse versions they don't know
-/// instead of misreading positions.
-const FORMAT_VERSION: u8 = 1;
-
-/// The only partition of the progress and position topics.
-pub const PROGRESS_PARTITION: i32 = 0;
+/// Bumped when the encoding or the layout of the internal topics changes;
+/// readers refuse versions they don't know instead of misreading positions.
+/// Version 2: one internal partition per lane (version 1 had one partition).
+const FORMAT_VERSION: u8 = 2;
 
 /// Internal topics every eosmirror instance of one source alias shares.
 #[derive(Debug, Clone)]
@@ -73,7 +72,7 @@ pub struct ProgressRecord {
 /// A progress or position record could not be decoded.
 #[derive(Debug, thiserror::Error)]
 pub enum DecodeError {
-    #[error("progress record has format version {0}; this eosmirror understands version {FORMAT_VERSION} only (upgrade eosmirror)")]
+    #[error("progress record has format version {0}; this eosmirror understands version {FORMAT_VERSION} only (a newer eosmirror wrote it: upgrade; an older one: its internal topics have another layout, so replicate under a new --source.alias)")]
     UnknownVersion(u8),
     #[error("progress record is empty")]
     Empty,

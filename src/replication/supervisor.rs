@@ -1,10 +1,11 @@
-//! The supervisor: discovers source partitions, prepares the target, runs
-//! one worker thread per source partition, and owns shutdown.
+//! The supervisor: discovers source partitions, prepares the target, hands
+//! each partition to its lane, runs one thread per lane that has
+//! partitions, and owns shutdown.
 //!
 //! It is the only async part of replication. Metadata calls block, so they
-//! run on the blocking pool; workers run on threads of their own.
+//! run on the blocking pool; lanes run on threads of their own.
 
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -13,8 +14,9 @@ use rdkafka::config::ClientConfig;
 use tokio::sync::mpsc;
 
 use super::failure::WorkerError;
+use super::lane::{LanePartitions, LaneWorker, WorkerSettings};
+use super::layout::Lane;
 use super::limits::BufferBudget;
-use super::worker::{Worker, WorkerSettings};
 use crate::metrics as m;
 use crate::shutdown::Shutdown;
 use crate::topics::filter::TopicFilter;
@@ -33,9 +35,9 @@ pub struct SupervisorSettings {
     pub target_topics: TargetTopicOptions,
     /// How often new topics and partitions are looked for.
     pub refresh_interval: Duration,
-    /// Bound on librdkafka buffers across all workers.
+    /// Bound on librdkafka buffers across all lanes.
     pub memory_limit_bytes: usize,
-    /// How long shutdown waits for workers to commit and stop.
+    /// How long shutdown waits for lanes to commit and stop.
     pub shutdown_timeout: Duration,
     /// Timeout of metadata requests.
     pub metadata_timeout: Duration,
@@ -48,7 +50,7 @@ pub enum RunError {
     Topics(#[from] TopicError),
     #[error("replication stopped")]
     Worker(#[from] WorkerError),
-    #[error("{0} worker(s) did not stop within {1:?} after shutdown was requested; their open transactions will be aborted by the next start")]
+    #[error("{0} lane(s) did not stop within {1:?} after shutdown was requested; their open transactions will be aborted by the next start")]
     ShutdownTimeout(usize, Duration),
 }
 
@@ -60,42 +62,60 @@ pub async fn run(
     shutdown: Shutdown,
 ) -> Result<(), RunError> {
     let (done_tx, mut done_rx) = mpsc::unbounded_channel();
-    let mut running: HashSet<SourcePartition> = HashSet::new();
+    let layout = workers.layout;
+    // Each lane's share of the memory bound depends on the lane count only,
+    // never on how many partitions discovery finds.
+    let budget = BufferBudget::split(settings.memory_limit_bytes, layout.lanes() as usize);
+    let mut running: HashMap<Lane, Arc<LanePartitions>> = HashMap::new();
+    let mut known: HashMap<SourcePartition, Lane> = HashMap::new();
     let mut first_error: Option<RunError> = None;
     let mut first_refresh = true;
 
     while !shutdown.requested() {
         match refresh(&settings, &workers).await {
             Ok(partitions) => {
-                let budget = BufferBudget::split(settings.memory_limit_bytes, partitions.len());
+                let mut by_lane: BTreeMap<Lane, Vec<SourcePartition>> = BTreeMap::new();
                 for partition in partitions {
-                    if running.contains(&partition) {
+                    let lane = layout.lane_of(&partition);
+                    if !known.contains_key(&partition) {
+                        tracing::info!(%partition, %lane, "partition joins its lane");
+                        known.insert(partition.clone(), lane);
+                    }
+                    by_lane.entry(lane).or_default().push(partition);
+                }
+                for (lane, partitions) in by_lane {
+                    if let Some(shared) = running.get(&lane) {
+                        shared.replace(partitions);
                         continue;
                     }
-                    tracing::info!(%partition, "starting worker");
-                    let worker = Worker::new(
-                        partition.clone(),
+                    let shared = Arc::new(LanePartitions::default());
+                    shared.replace(partitions);
+                    let worker = LaneWorker::new(
+                        lane,
+                        Arc::clone(&shared),
                         workers.clone(),
                         state.clone(),
                         shutdown.flag(),
                         budget,
                     );
                     let done = done_tx.clone();
-                    let name = format!("eosmirror {partition}");
-                    running.insert(partition.clone());
+                    running.insert(lane, shared);
+                    m::lane_owned(lane, true);
                     std::thread::Builder::new()
-                        .name(name)
+                        .name(format!("eosmirror {lane}"))
                         .spawn(move || {
                             let result = worker.run();
-                            let _ = done.send((partition, result));
+                            let _ = done.send((lane, result));
                         })
-                        .expect("spawning a worker thread");
+                        .expect("spawning a lane thread");
                 }
-                m::workers_running(running.len());
+                m::partitions_running(known.len());
             }
             // At start-up a bad topic setup is the user's to fix now; later
             // it is just as wrong, so both stop the run.
-            Err(e @ RunError::Topics(TopicError::TooFewPartitions(_))) => {
+            Err(
+                e @ RunError::Topics(TopicError::TooFewPartitions(_) | TopicError::Layout { .. }),
+            ) => {
                 first_error = Some(e);
                 break;
             }
@@ -112,10 +132,11 @@ pub async fn run(
         tokio::select! {
             _ = tokio::time::sleep(settings.refresh_interval) => {}
             _ = shutdown.wait() => {}
-            Some((partition, result)) = done_rx.recv() => {
-                running.remove(&partition);
+            Some((lane, result)) = done_rx.recv() => {
+                running.remove(&lane);
+                m::lane_owned(lane, false);
                 if let Err(e) = result {
-                    tracing::error!(error = %e, "worker failed");
+                    tracing::error!(%lane, error = %e, "lane failed");
                     first_error = Some(e.into());
                     break;
                 }
@@ -123,16 +144,17 @@ pub async fn run(
         }
     }
 
-    // Stop every worker: each commits its open transaction and returns.
+    // Stop every lane: each commits its open transaction and returns.
     shutdown.trigger();
     let deadline = Instant::now() + settings.shutdown_timeout;
     while !running.is_empty() {
         let remaining = deadline.saturating_duration_since(Instant::now());
         match tokio::time::timeout(remaining, done_rx.recv()).await {
-            Ok(Some((partition, result))) => {
-                running.remove(&partition);
+            Ok(Some((lane, result))) => {
+                running.remove(&lane);
+                m::lane_owned(lane, false);
                 if let Err(e) = result {
-                    tracing::error!(error = %e, "worker failed");
+                    tracing::error!(%lane, error = %e, "lane failed");
                     first_error.get_or_insert(e.into());
                 }
             }
@@ -146,7 +168,6 @@ pub async fn run(
             }
         }
     }
-    m::workers_running(running.len());
     if let Err(e) = state.flush() {
         tracing::warn!(error = %e, "flushing local state failed; it is only a cache");
     }

@@ -19,6 +19,7 @@ use rdkafka::error::KafkaError;
 use rdkafka::types::RDKafkaErrorCode;
 
 use super::filter::TopicFilter;
+use crate::replication::layout::Layout;
 use crate::replication::progress::InternalTopics;
 
 /// Topic settings carried from a source topic to the target topic eosmirror
@@ -58,6 +59,12 @@ pub enum TopicError {
     },
     #[error("target topic(s) have fewer partitions than their source: {}. Add partitions on the target (kafka-topics.sh --alter --partitions N) or run with --target.add.partitions; nothing was created or changed", .0.iter().map(|(t, s, d)| format!("{t} (source {s}, target {d})")).collect::<Vec<_>>().join(", "))]
     TooFewPartitions(Vec<(String, i32, i32)>),
+    #[error("internal topic {topic} has {partitions} partition(s), but this run uses --lanes {lanes}: the deployment of this --source.alias was started with --lanes {partitions} (each lane writes its own partition). Run with --lanes {partitions}. Changing the lane count of a deployment is not supported yet; nothing was created or changed")]
+    Layout {
+        topic: String,
+        partitions: i32,
+        lanes: u32,
+    },
     #[error("{operation} for topic {topic} on the {cluster} cluster failed: {reason}")]
     Admin {
         operation: &'static str,
@@ -76,6 +83,9 @@ pub struct TargetTopicOptions {
     pub add_partitions: bool,
     /// Retention of the progress (offset-translation history) topic.
     pub progress_retention: Duration,
+    /// The deployment's layout: the progress and position topics get one
+    /// partition per lane.
+    pub layout: Layout,
 }
 
 /// Partition counts per topic as one cluster's metadata reports them.
@@ -110,6 +120,9 @@ pub fn select(counts: &BTreeMap<String, i32>, filter: &TopicFilter) -> Vec<Sourc
         .collect()
 }
 
+/// An internal topic to create: name, partitions, settings.
+type InternalSpec<'a> = (&'a str, i32, Vec<(&'a str, &'a str)>);
+
 /// Creates or extends target topics so that every source partition has a
 /// same-numbered target partition, and creates the internal topics.
 pub async fn prepare_target(
@@ -134,6 +147,18 @@ pub async fn prepare_target(
     if !too_few.is_empty() && !options.add_partitions {
         return Err(TopicError::TooFewPartitions(too_few));
     }
+    let lanes = options.layout.internal_partitions();
+    for topic in [&internal.progress, &internal.position] {
+        if let Some(&partitions) = target_counts.get(topic) {
+            if partitions != lanes {
+                return Err(TopicError::Layout {
+                    topic: topic.clone(),
+                    partitions,
+                    lanes: options.layout.lanes(),
+                });
+            }
+        }
+    }
 
     let source_admin = admin(source, "source")?;
     let target_admin = admin(target, "target")?;
@@ -145,9 +170,10 @@ pub async fn prepare_target(
         new_topics.push((topic, settings));
     }
     let progress_retention = options.progress_retention.as_millis().to_string();
-    let internal_specs: [(&str, Vec<(&str, &str)>); 3] = [
+    let internal_specs: [InternalSpec<'_>; 3] = [
         (
             &internal.progress,
+            lanes,
             vec![
                 ("cleanup.policy", "delete"),
                 ("retention.ms", &progress_retention),
@@ -155,6 +181,7 @@ pub async fn prepare_target(
         ),
         (
             &internal.position,
+            lanes,
             vec![
                 ("cleanup.policy", "compact"),
                 ("segment.ms", "3600000"),
@@ -163,6 +190,7 @@ pub async fn prepare_target(
         ),
         (
             &internal.groups,
+            1,
             vec![
                 ("cleanup.policy", "compact"),
                 ("segment.ms", "3600000"),
@@ -183,11 +211,15 @@ pub async fn prepare_target(
         }
         creations.push(new);
     }
-    for (name, settings) in &internal_specs {
+    for (name, partitions, settings) in &internal_specs {
         if target_counts.contains_key(*name) {
             continue;
         }
-        let mut new = NewTopic::new(name, 1, TopicReplication::Fixed(options.replication_factor));
+        let mut new = NewTopic::new(
+            name,
+            *partitions,
+            TopicReplication::Fixed(options.replication_factor),
+        );
         for (k, v) in settings {
             new = new.set(k, v);
         }

@@ -16,7 +16,7 @@ const TOPIC_END: u8 = 0x00;
 
 /// One partition of a source topic: the unit a worker replicates and the unit
 /// every checkpoint and offset run belongs to.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub struct SourcePartition {
     /// Source topic name.
     pub topic: String,

@@ -8,8 +8,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 
-/// What eosmirror prints when another instance took a partition over.
-pub const TAKEN_OVER: &str = "took this partition over";
+/// What eosmirror prints when another instance took a lane over.
+pub const TAKEN_OVER: &str = "took this lane over";
 
 /// Everything needed to start one eosmirror instance.
 #[derive(Debug, Clone)]

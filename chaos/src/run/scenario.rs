@@ -867,7 +867,7 @@ impl<'a> Run<'a> {
         }
         if final_output.contains(TAKEN_OVER) {
             self.deviations.push(
-                "the running eosmirror believed another instance took its partitions over".into(),
+                "the running eosmirror believed another instance took its lanes over".into(),
             );
         }
         if let Err(e) = self.tail.reach_end(Duration::from_secs(120)) {

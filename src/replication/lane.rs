@@ -1,0 +1,1256 @@
+//! One lane copies its source partitions, exactly once.
+//!
+//! # The invariant this file keeps
+//!
+//! A source record counts as replicated if and only if its copy was written
+//! to the target inside a **committed** transaction together with the
+//! progress record that names it. Hence:
+//!
+//! 1. The resume position of every partition of the lane is read from the
+//!    target (committed data only) at the start of every *session* — after
+//!    `init_transactions`, which fences any older producer with the lane's
+//!    transactional id and resolves its open transaction. The local cache
+//!    only says where to start looking.
+//! 2. A batch's copies (of any partitions of the lane), and one progress and
+//!    one position record per partition touched, are in one transaction. If
+//!    anything fails before the commit is confirmed, the transaction is
+//!    aborted (or its outcome is unknown and a new session re-reads the
+//!    positions): every partition is re-read from its last committed
+//!    position, so nothing is lost and nothing is written twice.
+//! 3. A partition's replicated position only moves forward, and its copies
+//!    keep the source order (both asserted per partition).
+//! 4. Ownership changes hands only forward. Every session commits a *claim*
+//!    (a position record per partition carrying this process's instance id)
+//!    right after its `init_transactions`, and before any later session of
+//!    this process re-initialises, the lane reads its position partition: if
+//!    another instance wrote there after the newest record this process
+//!    knows, that instance owns the lane and this lane stops. librdkafka
+//!    reports a takeover and our own timed-out transaction as the same
+//!    `_FENCED` error; the claim tells them apart, whatever error ended the
+//!    session. A zombie that thaws after the new owner's claim therefore
+//!    never fences it; one that thaws in the instant between the new owner's
+//!    `init_transactions` and its claim can fence it once, and the owner that
+//!    then sees the other's newer claim stops: at most one extra fence,
+//!    never a loop.
+//!
+//! All calls here block: a lane runs on a thread of its own, so the async
+//! runtime (metrics endpoint, signals, supervisor) never stalls.
+
+use std::cell::Cell;
+use std::collections::HashMap;
+use std::ffi::CString;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use eosmirror_state::{Checkpoint, SourcePartition, StateStore};
+use rdkafka::bindings as rd;
+use rdkafka::config::ClientConfig;
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::error::KafkaError;
+use rdkafka::message::{BorrowedMessage, Headers, Message};
+use rdkafka::producer::BaseRecord;
+use rdkafka::types::RDKafkaErrorCode;
+use rdkafka::{Offset, Timestamp, TopicPartitionList};
+
+use super::errors::{classify, classify_code, Disposition};
+use super::failure::WorkerError;
+use super::layout::{Lane, Layout};
+use super::limits::{BatchLimits, BufferBudget};
+use super::positions::{
+    read_lane_positions, target_has_committed_records, watermark_client, LanePositions,
+    ResumePosition,
+};
+use super::progress::{runs_from_deliveries, InternalTopics, ProgressRecord};
+use super::throttle::Throttle;
+use super::transaction::{TransactionalProducer, TxnFailure};
+use crate::metrics as m;
+
+/// What to do when source records disappear before they are copied.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum GapPolicy {
+    /// Stop with an error naming the lost offsets (default).
+    Fail,
+    /// Continue after the gap; log it and count it in metrics.
+    Skip,
+}
+
+/// Settings shared by all lanes of one run.
+#[derive(Debug)]
+pub struct WorkerSettings {
+    /// Source consumer settings (from `--consumer.config`, translated).
+    pub source: ClientConfig,
+    /// Target producer settings (from `--producer.config`, translated),
+    /// without a transactional id.
+    pub target: ClientConfig,
+    /// Connection settings only, for reading positions back from the target.
+    pub target_reader: ClientConfig,
+    /// Names of the progress and position topics.
+    pub internal_topics: InternalTopics,
+    /// The deployment's lane count.
+    pub layout: Layout,
+    /// `<prefix>.<alias>`; a lane appends `.lane-<k>`.
+    pub transactional_id_base: String,
+    pub limits: BatchLimits,
+    pub transaction_timeout: Duration,
+    pub on_source_gap: GapPolicy,
+    /// Copy into target partitions that hold records eosmirror has no
+    /// position for (appending after them) instead of stopping.
+    pub allow_nonempty_target: bool,
+    /// Random id of this process, written into every progress record.
+    pub instance: u64,
+    /// Bounds the source read rate of all lanes together.
+    pub throttle: Arc<Throttle>,
+}
+
+/// How long a blocking Kafka call may take before we treat its outcome as
+/// unknown: a little more than a transaction can live. Reads of the target
+/// fail after this long without progress.
+fn call_timeout(settings: &WorkerSettings) -> Duration {
+    settings.transaction_timeout + Duration::from_secs(10)
+}
+
+/// Bounds of the wait between two sessions of a lane.
+const SESSION_BACKOFF_MIN: Duration = Duration::from_millis(100);
+const SESSION_BACKOFF_MAX: Duration = Duration::from_secs(10);
+/// Bounds of the wait after an aborted batch before it is read again.
+const ABORT_BACKOFF_MIN: Duration = Duration::from_millis(200);
+const ABORT_BACKOFF_MAX: Duration = Duration::from_secs(10);
+/// How often a lane publishes its partitions' lag.
+const LAG_INTERVAL: Duration = Duration::from_secs(5);
+
+/// The source partitions of one lane, shared between the supervisor (which
+/// discovers partitions) and the lane (which copies them). A change takes
+/// effect at the lane's next batch boundary, with a new session.
+#[derive(Debug, Default)]
+pub struct LanePartitions {
+    partitions: Mutex<Vec<SourcePartition>>,
+    version: AtomicU64,
+}
+
+impl LanePartitions {
+    /// Sets the lane's partitions; returns whether they changed.
+    pub fn replace(&self, mut partitions: Vec<SourcePartition>) -> bool {
+        partitions.sort();
+        let mut current = self.partitions.lock().expect("lane partitions poisoned");
+        if *current == partitions {
+            return false;
+        }
+        *current = partitions;
+        self.version.fetch_add(1, Ordering::Release);
+        true
+    }
+
+    fn snapshot(&self) -> (u64, Vec<SourcePartition>) {
+        let current = self.partitions.lock().expect("lane partitions poisoned");
+        (self.version.load(Ordering::Acquire), current.clone())
+    }
+
+    fn version(&self) -> u64 {
+        self.version.load(Ordering::Acquire)
+    }
+}
+
+/// Why a session ended.
+enum SessionEnd {
+    /// Shutdown was requested; the open transaction (if any) is committed.
+    Shutdown,
+    /// The lane's partitions changed: start a session that includes them.
+    Repartitioned,
+    /// Start a new session: new producer, positions re-read from the target.
+    Restart {
+        /// Short label for the metric and log.
+        reason: &'static str,
+        detail: String,
+        /// Whether the session committed a batch: a session that made
+        /// progress resets the restart backoff.
+        committed_any: bool,
+    },
+}
+
+impl SessionEnd {
+    /// A restart of a session that committed nothing.
+    fn restart(reason: &'static str, detail: impl Into<String>) -> SessionEnd {
+        SessionEnd::Restart {
+            reason,
+            detail: detail.into(),
+            committed_any: false,
+        }
+    }
+}
+
+/// An exponential backoff between `min` and `max`, reset after success.
+#[derive(Debug)]
+struct Backoff {
+    min: Duration,
+    max: Duration,
+    next: Duration,
+}
+
+impl Backoff {
+    fn new(min: Duration, max: Duration) -> Backoff {
+        Backoff {
+            min,
+            max,
+            next: min,
+        }
+    }
+
+    /// The wait before the next attempt; each call doubles the one after.
+    fn next(&mut self) -> Duration {
+        let wait = self.next;
+        self.next = (self.next * 2).min(self.max);
+        wait
+    }
+
+    fn reset(&mut self) {
+        self.next = self.min;
+    }
+}
+
+/// One lane's replication loop.
+pub struct LaneWorker {
+    lane: Lane,
+    partitions: Arc<LanePartitions>,
+    settings: Arc<WorkerSettings>,
+    state: Arc<StateStore>,
+    shutdown: Arc<AtomicBool>,
+    /// This lane's share of the memory bound.
+    budget: BufferBudget,
+    /// Offset of the newest record in the lane's position partition that
+    /// this process has read or committed (-1: there was none); `None` until
+    /// a session has read it. A foreign record beyond it is a takeover.
+    known_position: Cell<Option<i64>>,
+}
+
+impl LaneWorker {
+    pub fn new(
+        lane: Lane,
+        partitions: Arc<LanePartitions>,
+        settings: Arc<WorkerSettings>,
+        state: Arc<StateStore>,
+        shutdown: Arc<AtomicBool>,
+        budget: BufferBudget,
+    ) -> LaneWorker {
+        LaneWorker {
+            lane,
+            partitions,
+            settings,
+            state,
+            shutdown,
+            budget,
+            known_position: Cell::new(None),
+        }
+    }
+
+    /// Runs sessions until shutdown or a failure that retrying cannot fix.
+    pub fn run(self) -> Result<(), WorkerError> {
+        let mut backoff = Backoff::new(SESSION_BACKOFF_MIN, SESSION_BACKOFF_MAX);
+        loop {
+            if self.shutdown.load(Ordering::Relaxed) {
+                return Ok(());
+            }
+            // Invariant 4: no session of ours re-initialises (and so fences)
+            // a lane another instance has claimed since.
+            if !self.still_owned(&mut backoff)? {
+                return Ok(());
+            }
+            match self.session()? {
+                SessionEnd::Shutdown => return Ok(()),
+                SessionEnd::Repartitioned => {
+                    tracing::info!(lane = %self.lane, "the lane's partitions changed; starting a session with all of them")
+                }
+                SessionEnd::Restart {
+                    reason,
+                    detail,
+                    committed_any,
+                } => {
+                    if committed_any {
+                        backoff.reset();
+                    }
+                    m::lane_restarted(self.lane, reason);
+                    let wait = backoff.next();
+                    tracing::warn!(lane = %self.lane, reason, %detail, retry_in_ms = wait.as_millis() as u64, "restarting lane session; positions will be re-read from the target");
+                    self.sleep_unless_shutdown(wait);
+                }
+            }
+        }
+    }
+
+    /// Whether this lane may start a new session: true before its first
+    /// session, and afterwards while no other instance has written to the
+    /// lane's position partition beyond the newest record this process
+    /// knows. Retries (with `backoff`) until the partition can be read;
+    /// false only when shutdown is requested meanwhile.
+    fn still_owned(&self, backoff: &mut Backoff) -> Result<bool, WorkerError> {
+        let Some(known) = self.known_position.get() else {
+            return Ok(true);
+        };
+        loop {
+            if self.shutdown.load(Ordering::Relaxed) {
+                return Ok(false);
+            }
+            match self.taken_over(known) {
+                Ok(Some(foreign)) => return Err(self.stop_taken_over(foreign)),
+                Ok(None) => return Ok(true),
+                Err(e) => {
+                    m::lane_restarted(self.lane, "ownership_check");
+                    let wait = backoff.next();
+                    tracing::warn!(lane = %self.lane, error = %e, retry_in_ms = wait.as_millis() as u64, "cannot read the lane's positions to confirm it was not taken over; retrying before re-initialising");
+                    self.sleep_unless_shutdown(wait);
+                }
+            }
+        }
+    }
+
+    /// The offset of a record another instance wrote to the lane's
+    /// position partition after `known`, if there is one: the lane was
+    /// taken over.
+    fn taken_over(&self, known: i64) -> Result<Option<i64>, super::positions::ResumeError> {
+        let found = self.read_positions(Some(known.max(0)))?;
+        Ok((found.newest_foreign_offset > known).then_some(found.newest_foreign_offset))
+    }
+
+    fn stop_taken_over(&self, foreign_offset: i64) -> WorkerError {
+        tracing::error!(lane = %self.lane, position_offset = foreign_offset, "another instance claimed this lane after this one's last commit; stopping it without touching the lane again (re-initialising or aborting would fence the new owner)");
+        WorkerError::LaneTakenOver {
+            lane: self.lane,
+            partitions: self.partitions.snapshot().1.len(),
+        }
+    }
+
+    fn read_positions(
+        &self,
+        start_hint: Option<i64>,
+    ) -> Result<LanePositions, super::positions::ResumeError> {
+        read_lane_positions(
+            &self.settings.target_reader,
+            &self.settings.internal_topics.position,
+            self.lane.internal_partition(),
+            start_hint,
+            self.settings.instance,
+            call_timeout(&self.settings),
+        )
+    }
+
+    fn sleep_unless_shutdown(&self, duration: Duration) {
+        let until = Instant::now() + duration;
+        while Instant::now() < until && !self.shutdown.load(Ordering::Relaxed) {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    fn fatal(&self, message: impl Into<String>) -> WorkerError {
+        WorkerError::LaneFatal {
+            lane: self.lane,
+            message: message.into(),
+        }
+    }
+
+    fn transactional_id(&self) -> String {
+        format!("{}.{}", self.settings.transactional_id_base, self.lane)
+    }
+
+    /// One producer lifetime: init, resume every partition, claim, then
+    /// batches until something makes the producer's state uncertain.
+    fn session(&self) -> Result<SessionEnd, WorkerError> {
+        let settings = &*self.settings;
+        let timeout = call_timeout(settings);
+        let (version, partitions) = self.partitions.snapshot();
+        let producer = TransactionalProducer::create(
+            &settings.target,
+            &self.transactional_id(),
+            settings.transaction_timeout,
+            self.budget.producer_queue_kbytes,
+            timeout,
+        )
+        .map_err(|e| self.fatal(format!("creating the target producer: {e}")))?;
+        if let Err(e) = producer.init() {
+            return match classify(&e) {
+                Disposition::Fatal => Err(self.fatal(format!("init_transactions: {e}"))),
+                _ => Ok(SessionEnd::restart("init_transactions", e.to_string())),
+            };
+        }
+
+        let found = match self.resume_positions(&partitions) {
+            Ok(found) => found,
+            Err(ResumeFailure::Restart(detail)) => {
+                return Ok(SessionEnd::restart("resume_read", detail))
+            }
+            Err(ResumeFailure::Fatal(e)) => return Err(e),
+        };
+        self.known_position.set(Some(found.newest_offset));
+
+        let consumer: BaseConsumer = settings
+            .source
+            .clone()
+            .set(
+                "queued.max.messages.kbytes",
+                self.budget.consumer_prefetch_kbytes.to_string(),
+            )
+            .create()
+            .map_err(|e| self.fatal(format!("creating the source consumer: {e}")))?;
+        let target_watermarks = watermark_client(&settings.target_reader)
+            .map_err(|e| self.fatal(format!("creating a target reader: {e}")))?;
+        let mut cursors = Vec::with_capacity(partitions.len());
+        for partition in partitions {
+            let resume = found.latest.get(&partition);
+            match self.open_cursor(&consumer, &target_watermarks, partition, resume)? {
+                Ok(cursor) => cursors.push(cursor),
+                Err(end) => return Ok(end),
+            }
+        }
+
+        let mut session = LaneSession::new(self, producer, consumer, cursors, version);
+        session.run()
+    }
+
+    /// Reads the lane's positions from the target and reconciles the local
+    /// cache with them.
+    fn resume_positions(
+        &self,
+        partitions: &[SourcePartition],
+    ) -> Result<LanePositions, ResumeFailure> {
+        let local = |e: eosmirror_state::StateError| {
+            ResumeFailure::Fatal(self.fatal(format!("local state: {e}")))
+        };
+        let mut cached = HashMap::with_capacity(partitions.len());
+        for partition in partitions {
+            if let Some(c) = self.state.checkpoint(partition).map_err(local)? {
+                cached.insert(partition.clone(), c);
+            }
+        }
+        // Where to start reading: the oldest cached hint, if every partition
+        // has one (a partition without one may be anywhere in the topic).
+        let hint = if cached.len() == partitions.len() {
+            cached.values().map(|c| c.progress_offset).min()
+        } else {
+            None
+        };
+        let found = self
+            .read_positions(hint)
+            .map_err(|e| ResumeFailure::Restart(e.to_string()))?;
+        for (partition, cached) in &cached {
+            let target_next = found
+                .latest
+                .get(partition)
+                .map(|p| p.record.next_source_offset);
+            if target_next.is_some_and(|t| t > cached.next_source_offset) {
+                // The cache missed commits (another instance, or a lost
+                // write): forget its runs so they never read as a gap.
+                self.state.reset_partition(partition).map_err(local)?;
+            }
+            if target_next.is_none_or(|t| t < cached.next_source_offset) {
+                return Err(ResumeFailure::Fatal(WorkerError::TargetLostData {
+                    source_partition: partition.clone(),
+                    cached_next: cached.next_source_offset,
+                    target_next: target_next
+                        .map_or("no position at all".to_string(), |t| t.to_string()),
+                    position_topic: self.settings.internal_topics.position.clone(),
+                }));
+            }
+        }
+        Ok(found)
+    }
+
+    /// Checks one partition's resume position against the source and the
+    /// target; `Err(end)` when the session has to end first.
+    fn open_cursor(
+        &self,
+        consumer: &BaseConsumer,
+        target_watermarks: &BaseConsumer,
+        partition: SourcePartition,
+        resume: Option<&ResumePosition>,
+    ) -> Result<Result<Cursor, SessionEnd>, WorkerError> {
+        let settings = &*self.settings;
+        let timeout = call_timeout(settings);
+        let (low, end) =
+            match consumer.fetch_watermarks(&partition.topic, partition.partition, timeout) {
+                Ok(w) => w,
+                Err(e) => {
+                    return Ok(Err(SessionEnd::restart(
+                        "source_watermarks",
+                        format!("{partition}: {e}"),
+                    )))
+                }
+            };
+        if resume.is_none() && !settings.allow_nonempty_target {
+            match target_has_committed_records(
+                &settings.target_reader,
+                target_watermarks,
+                &partition.topic,
+                partition.partition,
+                timeout,
+            ) {
+                Ok(false) => {}
+                Ok(true) => {
+                    return Err(WorkerError::TargetNotEmpty {
+                        source_partition: partition,
+                        position_topic: settings.internal_topics.position.clone(),
+                    })
+                }
+                Err(e) => return Ok(Err(SessionEnd::restart("target_check", e.to_string()))),
+            }
+        }
+        let mut committed = match resume {
+            Some(r) => Committed::from(r),
+            None => Committed::fresh(low),
+        };
+        if committed.next_source_offset > end {
+            return Err(WorkerError::SourceRewound {
+                source_partition: partition,
+                source_end: end,
+                next_source_offset: committed.next_source_offset,
+            });
+        }
+        if low > committed.next_source_offset {
+            self.source_gap(&partition, committed.next_source_offset, low)?;
+            committed.next_source_offset = low;
+        }
+        tracing::debug!(lane = %self.lane, %partition, next_source_offset = committed.next_source_offset, next_target_offset = committed.next_target_offset, source_end = end, "partition resumed");
+        Ok(Ok(Cursor {
+            partition,
+            committed,
+        }))
+    }
+
+    fn source_gap(
+        &self,
+        partition: &SourcePartition,
+        first: i64,
+        end_exclusive: i64,
+    ) -> Result<(), WorkerError> {
+        match self.settings.on_source_gap {
+            GapPolicy::Fail => Err(WorkerError::SourceGap {
+                source_partition: partition.clone(),
+                first,
+                end_exclusive,
+            }),
+            GapPolicy::Skip => {
+                tracing::error!(%partition, first, end_exclusive, "source records deleted before they were copied; skipping them as --on.source.gap=skip allows");
+                m::source_gap_skipped(partition, (end_exclusive - first) as u64);
+                Ok(())
+            }
+        }
+    }
+}
+
+enum ResumeFailure {
+    Restart(String),
+    Fatal(WorkerError),
+}
+
+/// The last committed position of a partition, as this session knows it.
+#[derive(Debug, Clone, Copy)]
+struct Committed {
+    next_source_offset: i64,
+    next_target_offset: i64,
+    /// Offset of its latest position record (the cache's start hint).
+    position_offset: i64,
+}
+
+impl Committed {
+    fn from(r: &ResumePosition) -> Committed {
+        Committed {
+            next_source_offset: r.record.next_source_offset,
+            next_target_offset: r.record.next_target_offset,
+            position_offset: r.position_offset,
+        }
+    }
+
+    fn fresh(source_start: i64) -> Committed {
+        Committed {
+            next_source_offset: source_start,
+            next_target_offset: 0,
+            position_offset: -1,
+        }
+    }
+}
+
+/// One source partition of a running session.
+#[derive(Debug)]
+struct Cursor {
+    partition: SourcePartition,
+    committed: Committed,
+}
+
+/// What a batch sent, by slot (the delivery opaque).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Slot {
+    /// The copy of the record at `source_offset` of cursor `cursor`.
+    Copy { cursor: usize, source_offset: i64 },
+    /// The progress record of cursor `cursor`.
+    Progress { cursor: usize },
+    /// The position record of cursor `cursor`.
+    Position { cursor: usize },
+}
+
+/// What the open batch copied of one partition.
+#[derive(Debug, Clone, Copy)]
+struct Touched {
+    /// Next source offset once the batch commits.
+    next_source_offset: i64,
+    records: u64,
+    bytes: u64,
+}
+
+/// Outcome of one attempt at a batch.
+enum BatchEnd {
+    Idle,
+    Committed,
+}
+
+struct LaneSession<'w> {
+    worker: &'w LaneWorker,
+    producer: TransactionalProducer,
+    consumer: BaseConsumer,
+    cursors: Vec<Cursor>,
+    /// Cursor index by topic and partition, for records as they arrive.
+    index: HashMap<String, HashMap<i32, usize>>,
+    /// The partition set version this session copies.
+    version: u64,
+    /// Whether this session committed a batch.
+    committed_any: bool,
+    /// The open batch: every record sent, and each partition touched.
+    slots: Vec<Slot>,
+    touched: Vec<Option<Touched>>,
+    touched_order: Vec<usize>,
+    last_lag_report: Option<Instant>,
+    last_source_warning: Cell<Option<Instant>>,
+}
+
+impl<'w> LaneSession<'w> {
+    fn new(
+        worker: &'w LaneWorker,
+        producer: TransactionalProducer,
+        consumer: BaseConsumer,
+        cursors: Vec<Cursor>,
+        version: u64,
+    ) -> LaneSession<'w> {
+        let mut index: HashMap<String, HashMap<i32, usize>> = HashMap::new();
+        for (i, c) in cursors.iter().enumerate() {
+            index
+                .entry(c.partition.topic.clone())
+                .or_default()
+                .insert(c.partition.partition, i);
+        }
+        let touched = vec![None; cursors.len()];
+        LaneSession {
+            worker,
+            producer,
+            consumer,
+            cursors,
+            index,
+            version,
+            committed_any: false,
+            slots: Vec::new(),
+            touched,
+            touched_order: Vec::new(),
+            last_lag_report: None,
+            last_source_warning: Cell::new(None),
+        }
+    }
+
+    fn run(&mut self) -> Result<SessionEnd, WorkerError> {
+        let lane = self.worker.lane;
+        if let Err(failure) = self.claim() {
+            return match failure.disposition {
+                Disposition::Fatal => Err(self.worker.fatal(failure.detail)),
+                _ => Ok(SessionEnd::restart("claim", failure.detail)),
+            };
+        }
+        self.assign()?;
+        tracing::info!(%lane, partitions = self.cursors.len(), "lane session started");
+        let mut abort_backoff = Backoff::new(ABORT_BACKOFF_MIN, ABORT_BACKOFF_MAX);
+        loop {
+            if self.worker.shutdown.load(Ordering::Relaxed) {
+                return Ok(SessionEnd::Shutdown);
+            }
+            if self.worker.partitions.version() != self.version {
+                return Ok(SessionEnd::Repartitioned);
+            }
+            self.report_lag();
+            let failure = match self.replicate_batch() {
+                Ok(BatchEnd::Committed) => {
+                    abort_backoff.reset();
+                    continue;
+                }
+                Ok(BatchEnd::Idle) => continue,
+                Err(failure) => failure,
+            };
+            match failure.disposition {
+                Disposition::AbortBatch | Disposition::Retriable => {
+                    m::lane_transaction_aborted(lane);
+                    let wait = abort_backoff.next();
+                    // An abort can bump the producer epoch (librdkafka does
+                    // after timed-out deliveries, KIP-360), and the broker
+                    // may take a thawed zombie's bump for a retry of the new
+                    // owner's: check ownership first (invariant 4).
+                    let known = self.worker.known_position.get().unwrap_or(-1);
+                    match self.worker.taken_over(known) {
+                        Ok(None) => {}
+                        Ok(Some(foreign)) => return Err(self.worker.stop_taken_over(foreign)),
+                        Err(e) => {
+                            return Ok(self.restart(
+                                "ownership_check",
+                                format!(
+                                    "{}; then reading the lane's positions: {e}",
+                                    failure.detail
+                                ),
+                            ))
+                        }
+                    }
+                    tracing::warn!(%lane, detail = %failure.detail, retry_in_ms = wait.as_millis() as u64, "aborting transaction; the batch will be re-read from the source");
+                    if let Err(e) = self.producer.abort() {
+                        // Whatever the abort reveals (often that we were
+                        // fenced), the next session first checks who owns
+                        // the lane (invariant 4).
+                        return Ok(self.restart(
+                            "abort_failed",
+                            format!("{}; abort_transaction: {e}", failure.detail),
+                        ));
+                    }
+                    self.forget_batch();
+                    self.assign()?;
+                    self.worker.sleep_unless_shutdown(wait);
+                }
+                Disposition::RestartSession => {
+                    return Ok(self.restart("producer_state_unknown", failure.detail))
+                }
+                // A takeover or our own timed-out transaction: the next
+                // session's ownership check tells them apart (invariant 4).
+                Disposition::Fenced => return Ok(self.restart("fenced", failure.detail)),
+                Disposition::Fatal => {
+                    let rejected = failure.slot.and_then(|slot| match self.slots.get(slot) {
+                        Some(&Slot::Copy {
+                            cursor,
+                            source_offset,
+                        }) => Some((cursor, source_offset)),
+                        _ => None,
+                    });
+                    return Err(match rejected {
+                        Some((cursor, source_offset)) => WorkerError::TargetRejected {
+                            source_partition: self.cursors[cursor].partition.clone(),
+                            source_offset,
+                            reason: failure.detail,
+                        },
+                        None => self.worker.fatal(failure.detail),
+                    });
+                }
+            }
+        }
+    }
+
+    fn restart(&self, reason: &'static str, detail: String) -> SessionEnd {
+        SessionEnd::Restart {
+            reason,
+            detail,
+            committed_any: self.committed_any,
+        }
+    }
+
+    /// Points the source consumer at every partition's committed position.
+    fn assign(&self) -> Result<(), WorkerError> {
+        let mut assignment = TopicPartitionList::with_capacity(self.cursors.len());
+        for c in &self.cursors {
+            assignment
+                .add_partition_offset(
+                    &c.partition.topic,
+                    c.partition.partition,
+                    Offset::Offset(c.committed.next_source_offset),
+                )
+                .map_err(|e| self.worker.fatal(format!("assigning {}: {e}", c.partition)))?;
+        }
+        self.consumer.assign(&assignment).map_err(|e| {
+            self.worker
+                .fatal(format!("assigning the source partitions: {e}"))
+        })
+    }
+
+    /// Commits this session's claim on the lane (invariant 4): a position
+    /// record per partition at its resumed position, with no runs, carrying
+    /// this process's instance id. Claims go to the position topic only; the
+    /// progress topic's history is not changed by them.
+    fn claim(&mut self) -> Result<(), TxnFailure> {
+        let settings = &*self.worker.settings;
+        let partition = self.worker.lane.internal_partition();
+        self.producer.begin()?;
+        let mut encoded = Vec::with_capacity(self.cursors.len());
+        for (cursor, c) in self.cursors.iter().enumerate() {
+            let record = ProgressRecord {
+                source: c.partition.clone(),
+                runs: Vec::new(),
+                next_source_offset: c.committed.next_source_offset,
+                next_target_offset: c.committed.next_target_offset,
+                instance: settings.instance,
+                committed_at_ms: now_ms(),
+            };
+            encoded.push((cursor, ProgressRecord::key(&c.partition), record.encode()));
+        }
+        self.slots.clear();
+        for (cursor, key, value) in &encoded {
+            let slot = self.slots.len();
+            self.slots.push(Slot::Position { cursor: *cursor });
+            self.producer.send(
+                BaseRecord::with_opaque_to(&settings.internal_topics.position, slot)
+                    .partition(partition)
+                    .key(key.as_slice())
+                    .payload(value.as_slice()),
+            )?;
+        }
+        let reports = self.producer.commit()?;
+        for report in reports {
+            if let (Some(&Slot::Position { cursor }), Ok(offset)) =
+                (self.slots.get(report.slot), &report.outcome)
+            {
+                self.cursors[cursor].committed.position_offset = *offset;
+                self.note_position(*offset);
+            }
+        }
+        self.slots.clear();
+        Ok(())
+    }
+
+    /// Remembers that this process wrote the lane's position partition up
+    /// to `offset`.
+    fn note_position(&self, offset: i64) {
+        let known = self.worker.known_position.get().unwrap_or(-1);
+        self.worker.known_position.set(Some(known.max(offset)));
+    }
+
+    /// Publishes each partition's lag (source high watermark as last seen
+    /// by the consumer, no request) every few seconds.
+    fn report_lag(&mut self) {
+        if self
+            .last_lag_report
+            .is_some_and(|t| t.elapsed() < LAG_INTERVAL)
+        {
+            return;
+        }
+        self.last_lag_report = Some(Instant::now());
+        for c in &self.cursors {
+            if let Some(high) = cached_high_watermark(&self.consumer, &c.partition) {
+                m::lag(&c.partition, (high - c.committed.next_source_offset).max(0));
+            }
+        }
+    }
+
+    /// Forgets the open batch (after it was aborted).
+    fn forget_batch(&mut self) {
+        self.slots.clear();
+        for i in self.touched_order.drain(..) {
+            self.touched[i] = None;
+        }
+    }
+
+    /// Copies one batch, of any partitions of the lane, in one transaction.
+    /// On success the new positions are committed on the target and cached
+    /// locally.
+    fn replicate_batch(&mut self) -> Result<BatchEnd, TxnFailure> {
+        let settings = Arc::clone(&self.worker.settings);
+        let limits: BatchLimits = settings.limits;
+        let throttle = &settings.throttle;
+        // Throttled: no transaction is open yet, so waiting costs nothing
+        // but time (bounded, so the session loop still checks lag).
+        if !throttle.wait_ready(limits.idle_poll, &self.worker.shutdown) {
+            return Ok(BatchEnd::Idle);
+        }
+        self.forget_batch();
+        let lane = self.worker.lane;
+        let consumer = &self.consumer;
+        let Some(first) = next_record(consumer, lane, &self.last_source_warning, limits.idle_poll)?
+        else {
+            return Ok(BatchEnd::Idle);
+        };
+        self.producer.begin()?;
+
+        let started = Instant::now();
+        let mut bytes = 0usize;
+        let mut message = first;
+        loop {
+            let cursor = cursor_of(&self.index, &message)?;
+            let offset = message.offset();
+            // Invariant: a session consumes each partition forward from its
+            // committed position. Offsets skipped past it are transaction
+            // markers, aborted or compacted-away records; deleted ones
+            // surface as AutoOffsetReset instead (see `next_record`).
+            let expected = self.touched[cursor]
+                .map_or(self.cursors[cursor].committed.next_source_offset, |t| {
+                    t.next_source_offset
+                });
+            if offset < expected {
+                return Err(TxnFailure {
+                    disposition: Disposition::Fatal,
+                    detail: format!(
+                        "{}: source returned offset {offset} below the expected position {expected}",
+                        self.cursors[cursor].partition
+                    ),
+                    slot: None,
+                });
+            }
+            let size = record_size(&message);
+            // Paid after reading: a record larger than the throttle's
+            // budget leaves a debt for the next reads to wait out.
+            throttle.charge(size as u64, 1);
+            bytes += size;
+            let slot = self.slots.len();
+            self.slots.push(Slot::Copy {
+                cursor,
+                source_offset: offset,
+            });
+            match &mut self.touched[cursor] {
+                Some(t) => {
+                    t.next_source_offset = offset + 1;
+                    t.records += 1;
+                    t.bytes += size as u64;
+                }
+                none => {
+                    *none = Some(Touched {
+                        next_source_offset: offset + 1,
+                        records: 1,
+                        bytes: size as u64,
+                    });
+                    self.touched_order.push(cursor);
+                }
+            }
+            self.producer.send(copy_of(&message, slot))?;
+            if self.slots.len() >= limits.max_records
+                || bytes >= limits.max_bytes
+                || self.worker.shutdown.load(Ordering::Relaxed)
+            {
+                break;
+            }
+            let Some(remaining) = limits.commit_interval.checked_sub(started.elapsed()) else {
+                break;
+            };
+            // Throttled inside a transaction: wait at most until it would
+            // end anyway, then commit what it has.
+            if !throttle.wait_ready(remaining, &self.worker.shutdown) {
+                break;
+            }
+            let Some(remaining) = limits.commit_interval.checked_sub(started.elapsed()) else {
+                break;
+            };
+            match next_record(consumer, lane, &self.last_source_warning, remaining)? {
+                Some(m) => message = m,
+                None => break,
+            }
+        }
+
+        let copies = self.collect_copies()?;
+        let records = self.progress_records(copies)?;
+        self.send_progress(&records)?;
+        let reports = self.producer.commit()?;
+        self.committed(records, reports);
+        Ok(BatchEnd::Committed)
+    }
+
+    /// Flushes the batch's copies and sorts their delivery reports into
+    /// (source offset, target offset) pairs per touched cursor.
+    fn collect_copies(&mut self) -> Result<HashMap<usize, Vec<(i64, i64)>>, TxnFailure> {
+        let reports = self.producer.flush()?;
+        // Every record sent gets exactly one delivery outcome.
+        assert_eq!(
+            reports.len(),
+            self.slots.len(),
+            "{}: delivery reports lost",
+            self.worker.lane
+        );
+        let mut copies: HashMap<usize, Vec<(i64, i64)>> = HashMap::new();
+        for report in reports {
+            let Slot::Copy {
+                cursor,
+                source_offset,
+            } = self.slots[report.slot]
+            else {
+                unreachable!("progress records are sent after the copies are flushed");
+            };
+            match report.outcome {
+                Ok(target_offset) => copies
+                    .entry(cursor)
+                    .or_default()
+                    .push((source_offset, target_offset)),
+                Err(e) => {
+                    let disposition = match e.rdkafka_error_code() {
+                        Some(code) => classify_code(code),
+                        None => classify(&e),
+                    };
+                    return Err(TxnFailure {
+                        disposition,
+                        detail: format!("{}: {e}", self.cursors[cursor].partition),
+                        slot: Some(report.slot),
+                    });
+                }
+            }
+        }
+        Ok(copies)
+    }
+
+    /// One progress record per touched partition, from its copies.
+    fn progress_records(
+        &self,
+        mut copies: HashMap<usize, Vec<(i64, i64)>>,
+    ) -> Result<Vec<(usize, ProgressRecord)>, TxnFailure> {
+        let settings = &*self.worker.settings;
+        let mut records = Vec::with_capacity(self.touched_order.len());
+        for &cursor in &self.touched_order {
+            let c = &self.cursors[cursor];
+            let touched = self.touched[cursor].expect("touched cursor");
+            let mut pairs = copies.remove(&cursor).unwrap_or_default();
+            pairs.sort_unstable_by_key(|&(source, _)| source);
+            let Some(runs) = runs_from_deliveries(&pairs) else {
+                return Err(self.order_violated(cursor, pairs[0].0));
+            };
+            let (first_source, first_target) = pairs[0];
+            if first_target < c.committed.next_target_offset {
+                return Err(TxnFailure {
+                    disposition: Disposition::Fatal,
+                    detail: format!(
+                        "{}: copies landed at target offset {first_target} below the committed target position {}: another writer or a truncated target",
+                        c.partition, c.committed.next_target_offset
+                    ),
+                    slot: self.slot_of(cursor, first_source),
+                });
+            }
+            let next_target_offset = pairs.last().expect("touched cursor has a copy").1 + 1;
+            records.push((
+                cursor,
+                ProgressRecord {
+                    source: c.partition.clone(),
+                    runs,
+                    next_source_offset: touched.next_source_offset,
+                    next_target_offset,
+                    instance: settings.instance,
+                    committed_at_ms: now_ms(),
+                },
+            ));
+        }
+        Ok(records)
+    }
+
+    fn order_violated(&self, cursor: usize, source_offset: i64) -> TxnFailure {
+        let error = WorkerError::OrderViolated {
+            source_partition: self.cursors[cursor].partition.clone(),
+            source_offset,
+        };
+        TxnFailure {
+            disposition: Disposition::Fatal,
+            detail: error.to_string(),
+            slot: None,
+        }
+    }
+
+    fn slot_of(&self, cursor: usize, source_offset: i64) -> Option<usize> {
+        self.slots.iter().position(|s| {
+            *s == Slot::Copy {
+                cursor,
+                source_offset,
+            }
+        })
+    }
+
+    /// Writes the progress and position records into the open transaction,
+    /// to the lane's partition of each topic. They are flushed by the commit.
+    fn send_progress(&mut self, records: &[(usize, ProgressRecord)]) -> Result<(), TxnFailure> {
+        let topics = &self.worker.settings.internal_topics;
+        let partition = self.worker.lane.internal_partition();
+        self.slots.clear();
+        for (cursor, record) in records {
+            let key = ProgressRecord::key(&record.source);
+            let value = record.encode();
+            for (topic, slot) in [
+                (&topics.progress, Slot::Progress { cursor: *cursor }),
+                (&topics.position, Slot::Position { cursor: *cursor }),
+            ] {
+                let index = self.slots.len();
+                self.slots.push(slot);
+                self.producer.send(
+                    BaseRecord::with_opaque_to(topic, index)
+                        .partition(partition)
+                        .key(key.as_slice())
+                        .payload(value.as_slice()),
+                )?;
+            }
+        }
+        Ok(())
+    }
+
+    /// After a successful commit: moves each touched partition's position
+    /// forward, caches it, and counts it.
+    fn committed(
+        &mut self,
+        records: Vec<(usize, ProgressRecord)>,
+        reports: Vec<super::delivery::Delivery>,
+    ) {
+        // Every record sent gets exactly one delivery outcome, and a
+        // committed transaction's records were all delivered.
+        debug_assert_eq!(reports.len(), self.slots.len(), "internal record reports");
+        let mut position_offsets = HashMap::with_capacity(records.len());
+        for report in &reports {
+            if let (Some(&Slot::Position { cursor }), Ok(offset)) =
+                (self.slots.get(report.slot), &report.outcome)
+            {
+                position_offsets.insert(cursor, *offset);
+                self.note_position(*offset);
+            }
+        }
+        let lane = self.worker.lane;
+        for (cursor, record) in records {
+            let touched = self.touched[cursor].expect("touched cursor");
+            let c = &mut self.cursors[cursor];
+            // Invariant: a partition's replicated position only moves forward.
+            assert!(
+                record.next_source_offset > c.committed.next_source_offset
+                    && record.next_target_offset > c.committed.next_target_offset,
+                "{}: position moved backwards",
+                c.partition
+            );
+            let position_offset = position_offsets
+                .get(&cursor)
+                .copied()
+                .unwrap_or(c.committed.position_offset);
+            c.committed = Committed {
+                next_source_offset: record.next_source_offset,
+                next_target_offset: record.next_target_offset,
+                position_offset,
+            };
+            cache(&self.worker.state, &record, position_offset);
+            m::transaction_committed(&record.source, touched.records, touched.bytes);
+        }
+        m::lane_transaction_committed(lane);
+        self.committed_any = true;
+        self.forget_batch();
+    }
+}
+
+/// Polls the source, dealing with the events that are not records.
+/// Returns `Ok(None)` when `wait` passes without a record. A free function,
+/// so the record borrows only the consumer while the batch is updated.
+fn next_record<'c>(
+    consumer: &'c BaseConsumer,
+    lane: Lane,
+    last_warning: &Cell<Option<Instant>>,
+    wait: Duration,
+) -> Result<Option<BorrowedMessage<'c>>, TxnFailure> {
+    match consumer.poll(wait) {
+        None => Ok(None),
+        Some(Ok(message)) => Ok(Some(message)),
+        // With auto.offset.reset=error, librdkafka reports a fetch below
+        // the log start as AutoOffsetReset (not OffsetOutOfRange) and
+        // stops fetching the partition: only a new session (which
+        // compares each position with the low watermark) can go on.
+        Some(Err(KafkaError::MessageConsumption(
+            RDKafkaErrorCode::OffsetOutOfRange | RDKafkaErrorCode::AutoOffsetReset,
+        ))) => Err(TxnFailure {
+            disposition: Disposition::RestartSession,
+            detail: "source offset out of range (records deleted at the source?); re-checking the source range".into(),
+            slot: None,
+        }),
+        Some(Err(e)) => {
+            // librdkafka retries by itself (reconnects, leader changes); a
+            // persistent problem such as a deleted source topic is still
+            // reported, at most every 30 s.
+            let quiet = last_warning
+                .get()
+                .is_some_and(|t| t.elapsed() < Duration::from_secs(30));
+            if !quiet {
+                last_warning.set(Some(Instant::now()));
+                tracing::warn!(%lane, error = %e, "source consumer error; retrying");
+            }
+            Ok(None)
+        }
+    }
+}
+
+/// The cursor a source record belongs to.
+fn cursor_of(
+    index: &HashMap<String, HashMap<i32, usize>>,
+    message: &BorrowedMessage<'_>,
+) -> Result<usize, TxnFailure> {
+    index
+        .get(message.topic())
+        .and_then(|p| p.get(&message.partition()))
+        .copied()
+        .ok_or_else(|| TxnFailure {
+            disposition: Disposition::Fatal,
+            detail: format!(
+                "the source consumer returned {}-{}, which this lane does not copy",
+                message.topic(),
+                message.partition()
+            ),
+            slot: None,
+        })
+}
+
+/// A partition's high watermark as last seen in the consumer's fetch
+/// responses: librdkafka's cached value, no request (a lane may have
+/// thousands of partitions). `None` until a fetch response arrived.
+fn cached_high_watermark(consumer: &BaseConsumer, partition: &SourcePartition) -> Option<i64> {
+    let topic = CString::new(partition.topic.as_str()).ok()?;
+    let (mut low, mut high) = (-1i64, -1i64);
+    // SAFETY: the handle is valid while `consumer` lives, `topic` is a
+    // NUL-terminated string that outlives the call, and the out parameters
+    // are plain integers.
+    let error = unsafe {
+        rd::rd_kafka_get_watermark_offsets(
+            consumer.client().native_ptr(),
+            topic.as_ptr(),
+            partition.partition,
+            &mut low,
+            &mut high,
+        )
+    };
+    (error == rd::rd_kafka_resp_err_t::RD_KAFKA_RESP_ERR_NO_ERROR && high >= 0).then_some(high)
+}
+
+/// The copy of one source record, for the same partition number of the
+/// same-named target topic: key, value, headers and timestamp as they are
+/// (LogAppendTime becomes CreateTime; tombstones stay tombstones).
+fn copy_of<'m>(message: &'m BorrowedMessage<'_>, slot: usize) -> BaseRecord<'m, [u8], [u8], usize> {
+    let mut record: BaseRecord<'_, [u8], [u8], usize> =
+        BaseRecord::with_opaque_to(message.topic(), slot).partition(message.partition());
+    if let Some(key) = message.key() {
+        record = record.key(key);
+    }
+    if let Some(value) = message.payload() {
+        record = record.payload(value);
+    }
+    if let Some(headers) = message.headers() {
+        record = record.headers(headers.detach());
+    }
+    match message.timestamp() {
+        Timestamp::CreateTime(t) | Timestamp::LogAppendTime(t) => record = record.timestamp(t),
+        Timestamp::NotAvailable => {}
+    }
+    record
+}
+
+/// Caches a committed position locally. The cache is only a hint, so a
+/// failure is logged, not fatal.
+fn cache(state: &StateStore, record: &ProgressRecord, position_offset: i64) {
+    let checkpoint = Checkpoint {
+        next_source_offset: record.next_source_offset,
+        next_target_offset: record.next_target_offset,
+        progress_offset: position_offset,
+    };
+    if let Err(e) = state.record_commit(&record.source, &checkpoint, &record.runs) {
+        tracing::warn!(partition = %record.source, error = %e, "local state not updated; it will be rebuilt from the target");
+        let _ = state.reset_partition(&record.source);
+    }
+}
+
+fn record_size(message: &BorrowedMessage<'_>) -> usize {
+    message.key().map_or(0, <[u8]>::len)
+        + message.payload().map_or(0, <[u8]>::len)
+        + message.headers().map_or(0, |hs| {
+            hs.iter()
+                .map(|h| h.key.len() + h.value.map_or(0, <[u8]>::len))
+                .sum()
+        })
+}
+
+fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
+}

@@ -1,0 +1,256 @@
+//! Reading a lane's resume positions back from the target.
+//!
+//! This is the only place that decides where copying continues, and it only
+//! trusts committed data on the target: the latest position record of each
+//! source partition in the lane's partition of the (compacted) position
+//! topic, read with `read_committed`.
+//!
+//! "Latest" needs care. A `read_committed` reader stops at the last stable
+//! offset, which open transactions hold back, while committed records may
+//! lie beyond it. So the reader first takes the high watermark (a
+//! `read_uncommitted` view), then reads until it has consumed past it;
+//! every transaction open at that moment has to end first, which bounds the
+//! wait by the transaction timeout. Only the lane writes its partition, and
+//! its own transactional id was just initialised, so usually nothing is
+//! open there at all.
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use eosmirror_state::SourcePartition;
+use rdkafka::config::ClientConfig;
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::error::KafkaError;
+use rdkafka::message::Message;
+use rdkafka::{Offset, TopicPartitionList};
+
+use super::progress::ProgressRecord;
+
+/// The committed position of a source partition, as the target records it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ResumePosition {
+    /// The latest position record.
+    pub record: ProgressRecord,
+    /// Its offset in the position topic (cached as the next start hint).
+    pub position_offset: i64,
+}
+
+/// What one read of a lane's position partition found.
+#[derive(Debug, Default)]
+pub struct LanePositions {
+    /// Latest position of every source partition with a record there.
+    pub latest: HashMap<SourcePartition, ResumePosition>,
+    /// Offset of the newest record read (-1: none).
+    pub newest_offset: i64,
+    /// Offset of the newest record written by another instance than the
+    /// one asking (-1: none): a takeover, if beyond what the asker knows.
+    pub newest_foreign_offset: i64,
+}
+
+/// Why the positions could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum ResumeError {
+    #[error("reading position topic {topic}: {source}")]
+    Kafka {
+        topic: String,
+        #[source]
+        source: KafkaError,
+    },
+    #[error("{topic}-{partition} made no progress towards offset {high_watermark} for {waited:?}: a transaction there stays open (a stalled eosmirror instance or producer?)")]
+    Stalled {
+        topic: String,
+        partition: i32,
+        high_watermark: i64,
+        waited: Duration,
+    },
+    #[error("position topic {topic} holds an unreadable record at offset {offset}: {reason}")]
+    Corrupt {
+        topic: String,
+        offset: i64,
+        reason: String,
+    },
+}
+
+/// Reads the committed position records of `partition` of the position
+/// topic, from `start_hint` (an offset known to be at or before every
+/// record of interest) or from the beginning, up to the high watermark taken
+/// first. `instance` is the asker's: records of other instances are noted.
+/// Fails after `stall_limit` without progress (not after a total time, so a
+/// long compacted topic is read to its end).
+pub fn read_lane_positions(
+    target: &ClientConfig,
+    position_topic: &str,
+    partition: i32,
+    start_hint: Option<i64>,
+    instance: u64,
+    stall_limit: Duration,
+) -> Result<LanePositions, ResumeError> {
+    let kafka = |e| ResumeError::Kafka {
+        topic: position_topic.to_string(),
+        source: e,
+    };
+    let mut found = LanePositions {
+        newest_offset: -1,
+        newest_foreign_offset: -1,
+        ..LanePositions::default()
+    };
+    let (low, high) = watermarks(target, position_topic, partition, stall_limit).map_err(kafka)?;
+    let start = start_hint.map_or(low, |hint| hint.clamp(low, high));
+    if start >= high {
+        return Ok(found);
+    }
+    let reader = committed_reader(target, position_topic, partition, start).map_err(kafka)?;
+    let mut last_position = start;
+    let mut last_progress = Instant::now();
+    loop {
+        // Done once the reader's position passed the high watermark taken
+        // above: every record below it was committed or aborted by then.
+        let position = fetch_position(&reader, position_topic, partition).map_err(kafka)?;
+        if position >= high {
+            return Ok(found);
+        }
+        if position > last_position {
+            last_position = position;
+            last_progress = Instant::now();
+        } else if last_progress.elapsed() >= stall_limit {
+            return Err(ResumeError::Stalled {
+                topic: position_topic.to_string(),
+                partition,
+                high_watermark: high,
+                waited: stall_limit,
+            });
+        }
+        match reader.poll(Duration::from_millis(100)) {
+            None => {}
+            Some(Err(e)) => return Err(kafka(e)),
+            Some(Ok(message)) => {
+                let offset = message.offset();
+                let record = ProgressRecord::decode(message.payload().unwrap_or_default())
+                    .map_err(|e| ResumeError::Corrupt {
+                        topic: position_topic.to_string(),
+                        offset,
+                        reason: e.to_string(),
+                    })?;
+                found.newest_offset = offset;
+                if record.instance != instance {
+                    found.newest_foreign_offset = offset;
+                }
+                found.latest.insert(
+                    record.source.clone(),
+                    ResumePosition {
+                        record,
+                        position_offset: offset,
+                    },
+                );
+            }
+        }
+    }
+}
+
+/// The reader's position in the topic: the next offset it will fetch. It
+/// moves past transaction markers and aborted records too, which the
+/// messages it returns never show.
+fn fetch_position(reader: &BaseConsumer, topic: &str, partition: i32) -> Result<i64, KafkaError> {
+    let position = reader.position()?;
+    Ok(position
+        .find_partition(topic, partition)
+        .and_then(|p| match p.offset() {
+            Offset::Offset(o) => Some(o),
+            _ => None,
+        })
+        .unwrap_or(-1))
+}
+
+/// Whether a target partition already holds committed records. Checked when
+/// the target has no position for a source partition: copying into a
+/// partition with data eosmirror did not record (another tool's copy, or a
+/// changed `--source.alias`) would duplicate it. `watermarks` is a client
+/// from [`watermark_client`], shared by a lane's checks.
+pub fn target_has_committed_records(
+    target: &ClientConfig,
+    watermarks: &BaseConsumer,
+    topic: &str,
+    partition: i32,
+    stall_limit: Duration,
+) -> Result<bool, ResumeError> {
+    let kafka = |e| ResumeError::Kafka {
+        topic: topic.to_string(),
+        source: e,
+    };
+    let (low, high) = watermarks
+        .fetch_watermarks(topic, partition, stall_limit)
+        .map_err(kafka)?;
+    if high <= low {
+        return Ok(false);
+    }
+    let reader = committed_reader(target, topic, partition, low).map_err(kafka)?;
+    let mut last_position = low;
+    let mut last_progress = Instant::now();
+    loop {
+        // Past the high watermark without a record: everything was aborted.
+        let position = fetch_position(&reader, topic, partition).map_err(kafka)?;
+        if position >= high {
+            return Ok(false);
+        }
+        if position > last_position {
+            last_position = position;
+            last_progress = Instant::now();
+        } else if last_progress.elapsed() >= stall_limit {
+            return Err(ResumeError::Stalled {
+                topic: topic.to_string(),
+                partition,
+                high_watermark: high,
+                waited: stall_limit,
+            });
+        }
+        match reader.poll(Duration::from_millis(100)) {
+            None => {}
+            Some(Ok(_)) => return Ok(true),
+            Some(Err(e)) => return Err(kafka(e)),
+        }
+    }
+}
+
+/// A client whose watermark queries see the `read_uncommitted` view: its
+/// high watermark counts records of open transactions too.
+pub fn watermark_client(target: &ClientConfig) -> Result<BaseConsumer, KafkaError> {
+    target
+        .clone()
+        .set("isolation.level", "read_uncommitted")
+        .create()
+}
+
+fn watermarks(
+    target: &ClientConfig,
+    topic: &str,
+    partition: i32,
+    timeout: Duration,
+) -> Result<(i64, i64), KafkaError> {
+    watermark_client(target)?.fetch_watermarks(topic, partition, timeout)
+}
+
+/// A `read_committed` reader of one partition from `offset`, whose position
+/// can be asked for.
+fn committed_reader(
+    target: &ClientConfig,
+    topic: &str,
+    partition: i32,
+    offset: i64,
+) -> Result<BaseConsumer, KafkaError> {
+    let reader: BaseConsumer = target
+        .clone()
+        .set("isolation.level", "read_committed")
+        .set("enable.partition.eof", "false")
+        // Never start at the end: a retention race must fail the read, not
+        // read as "no records".
+        .set("auto.offset.reset", "error")
+        // librdkafka tracks positions only for clients with a group id; the
+        // group is never joined and nothing is committed.
+        .set("group.id", "__eosmirror.position-reader")
+        .set("enable.auto.commit", "false")
+        .create()?;
+    let mut assignment = TopicPartitionList::new();
+    assignment.add_partition_offset(topic, partition, Offset::Offset(offset))?;
+    reader.assign(&assignment)?;
+    Ok(reader)
+}

@@ -1,0 +1,172 @@
+//! The transaction protocol with the target, in one type.
+//!
+//! [`TransactionalProducer`] owns the begin / send / flush / commit / abort
+//! sequence and turns every failure into a [`TxnFailure`] classified once
+//! (see [`super::errors`]); the lane decides what to copy, this type how a
+//! transaction is carried out. Every call blocks: lanes run on threads of
+//! their own, so the async runtime never stalls on librdkafka.
+
+use std::time::{Duration, Instant};
+
+use rdkafka::config::ClientConfig;
+use rdkafka::error::KafkaError;
+use rdkafka::producer::{BaseProducer, BaseRecord, Producer, PurgeConfig};
+use rdkafka::types::RDKafkaErrorCode;
+
+use super::delivery::{Delivery, DeliveryLog};
+use super::errors::{classify, classify_code, Disposition};
+
+/// A failed transactional step, already classified.
+#[derive(Debug)]
+pub struct TxnFailure {
+    pub disposition: Disposition,
+    pub detail: String,
+    /// The batch slot of the record the target rejected, if that is the cause.
+    pub slot: Option<usize>,
+}
+
+impl TxnFailure {
+    pub fn from_kafka(context: &str, e: &KafkaError) -> TxnFailure {
+        TxnFailure {
+            disposition: classify(e),
+            detail: format!("{context}: {e}"),
+            slot: None,
+        }
+    }
+}
+
+/// Longest an abort waits for purged records' reports before aborting anyway.
+const PURGE_WAIT: Duration = Duration::from_secs(5);
+
+/// A transactional producer of one lane.
+pub struct TransactionalProducer {
+    producer: BaseProducer<DeliveryLog>,
+    /// Bound on each blocking call: past it the outcome counts as unknown.
+    call_timeout: Duration,
+}
+
+impl TransactionalProducer {
+    /// Creates the producer; `init` still has to fence older owners.
+    pub fn create(
+        config: &ClientConfig,
+        transactional_id: &str,
+        transaction_timeout: Duration,
+        queue_kbytes: usize,
+        call_timeout: Duration,
+    ) -> Result<TransactionalProducer, KafkaError> {
+        let producer = config
+            .clone()
+            .set("transactional.id", transactional_id)
+            .set(
+                "transaction.timeout.ms",
+                transaction_timeout.as_millis().to_string(),
+            )
+            .set("queue.buffering.max.kbytes", queue_kbytes.to_string())
+            .create_with_context(DeliveryLog::default())?;
+        Ok(TransactionalProducer {
+            producer,
+            call_timeout,
+        })
+    }
+
+    /// `init_transactions`: fences every older producer with the same
+    /// transactional id and resolves its open transaction.
+    pub fn init(&self) -> Result<(), KafkaError> {
+        self.producer.init_transactions(self.call_timeout)
+    }
+
+    pub fn begin(&self) -> Result<(), TxnFailure> {
+        self.producer
+            .begin_transaction()
+            .map_err(|e| TxnFailure::from_kafka("begin_transaction", &e))
+    }
+
+    /// Sends one record of the open transaction; waits (serving delivery
+    /// reports) while the bounded producer queue is full.
+    pub fn send(&self, mut record: BaseRecord<'_, [u8], [u8], usize>) -> Result<(), TxnFailure> {
+        loop {
+            match self.producer.send(record) {
+                Ok(()) => return Ok(()),
+                Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), back)) => {
+                    self.producer.poll(Duration::from_millis(10));
+                    record = back;
+                }
+                Err((e, back)) => {
+                    let mut failure = self.producer_error("sending to the target", &e);
+                    failure.slot = Some(back.delivery_opaque);
+                    return Err(failure);
+                }
+            }
+        }
+    }
+
+    /// Waits until every record sent so far has its delivery report, and
+    /// takes the reports.
+    pub fn flush(&self) -> Result<Vec<Delivery>, TxnFailure> {
+        self.producer
+            .flush(self.call_timeout)
+            .map_err(|e| TxnFailure::from_kafka("flushing copies", &e))?;
+        Ok(self.producer.context().drain())
+    }
+
+    /// Commits, retrying while librdkafka says the commit may be retried;
+    /// returns the reports of the records flushed by the commit.
+    pub fn commit(&self) -> Result<Vec<Delivery>, TxnFailure> {
+        let deadline = Instant::now() + self.call_timeout;
+        loop {
+            match self.producer.commit_transaction(self.call_timeout) {
+                Ok(()) => {
+                    self.producer.poll(Duration::ZERO);
+                    return Ok(self.producer.context().drain());
+                }
+                Err(e) => {
+                    let failure = TxnFailure::from_kafka("commit_transaction", &e);
+                    if failure.disposition == Disposition::Retriable {
+                        if Instant::now() < deadline {
+                            tracing::warn!(error = %e, "commit not confirmed; retrying");
+                            continue;
+                        }
+                        // Outcome unknown: only a new session can tell.
+                        return Err(TxnFailure {
+                            disposition: Disposition::RestartSession,
+                            ..failure
+                        });
+                    }
+                    return Err(failure);
+                }
+            }
+        }
+    }
+
+    /// Aborts the open transaction. Records still queued or in flight are
+    /// purged first and their reports served, so the abort never waits for
+    /// deliveries that nobody polls for.
+    pub fn abort(&self) -> Result<(), KafkaError> {
+        self.producer
+            .purge(PurgeConfig::default().queue().inflight());
+        let until = Instant::now() + PURGE_WAIT;
+        while self.producer.in_flight_count() > 0 && Instant::now() < until {
+            self.producer.poll(Duration::from_millis(10));
+        }
+        self.producer.poll(Duration::ZERO);
+        self.producer.context().drain();
+        self.producer.abort_transaction(self.call_timeout)
+    }
+
+    /// Classifies a failed producer call. A call refused because the
+    /// producer already raised a fatal error (`Local: Fatal error`) is
+    /// classified by that fatal error (e.g. fenced), not as a failed record.
+    fn producer_error(&self, context: &str, e: &KafkaError) -> TxnFailure {
+        match (e.rdkafka_error_code(), self.producer.client().fatal_error()) {
+            (Some(RDKafkaErrorCode::Fatal), Some((code, reason))) => TxnFailure {
+                disposition: match classify_code(code) {
+                    Disposition::AbortBatch => Disposition::RestartSession,
+                    other => other,
+                },
+                detail: format!("{context}: {e}: {reason}"),
+                slot: None,
+            },
+            _ => TxnFailure::from_kafka(context, e),
+        }
+    }
+}
