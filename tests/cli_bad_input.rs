@@ -421,7 +421,10 @@ fn mirrormaker_flags_are_refused_or_accepted() {
     assert_eq!(mirror.stop(COPY_LIMIT), 0, "{}", mirror.output());
     assert_exact_copy(&bed.source, &bed.target, &case.topic);
     let output = mirror.output();
-    for note in ["--num.streams 4 ignored", "--new.consumer ignored"] {
+    for note in [
+        "--num.streams 4 taken as --lanes 4",
+        "--new.consumer ignored",
+    ] {
         assert!(output.contains(note), "{note:?} not logged:\n{output}");
     }
 }

@@ -59,7 +59,7 @@ use super::layout::{Lane, Layout};
 use super::limits::{BatchLimits, BufferBudget};
 use super::positions::{
     read_lane_positions, target_has_committed_records, watermark_client, LanePositions,
-    ResumePosition,
+    ResumePosition, View,
 };
 use super::progress::{runs_from_deliveries, InternalTopics, ProgressRecord};
 use super::throttle::Throttle;
@@ -217,9 +217,10 @@ pub struct LaneWorker {
     shutdown: Arc<AtomicBool>,
     /// This lane's share of the memory bound.
     budget: BufferBudget,
-    /// Offset of the newest record in the lane's position partition that
-    /// this process has read or committed (-1: there was none); `None` until
-    /// a session has read it. A foreign record beyond it is a takeover.
+    /// Offset in the lane's position partition up to which this process
+    /// knows every record: what its session read at start, then its own
+    /// commits; `None` until a session has read it. A record of another
+    /// instance beyond it is a takeover.
     known_position: Cell<Option<i64>>,
 }
 
@@ -307,7 +308,7 @@ impl LaneWorker {
     /// position partition after `known`, if there is one: the lane was
     /// taken over.
     fn taken_over(&self, known: i64) -> Result<Option<i64>, super::positions::ResumeError> {
-        let found = self.read_positions(Some(known.max(0)))?;
+        let found = self.read_positions(Some(known.max(0)), View::Written)?;
         Ok((found.newest_foreign_offset > known).then_some(found.newest_foreign_offset))
     }
 
@@ -322,12 +323,14 @@ impl LaneWorker {
     fn read_positions(
         &self,
         start_hint: Option<i64>,
+        view: View,
     ) -> Result<LanePositions, super::positions::ResumeError> {
         read_lane_positions(
             &self.settings.target_reader,
             &self.settings.internal_topics.position,
             self.lane.internal_partition(),
             start_hint,
+            view,
             self.settings.instance,
             call_timeout(&self.settings),
         )
@@ -379,7 +382,9 @@ impl LaneWorker {
             }
             Err(ResumeFailure::Fatal(e)) => return Err(e),
         };
-        self.known_position.set(Some(found.newest_offset));
+        // Everything below the high watermark read was written before this
+        // session's init: a foreign record from there on is a takeover.
+        self.known_position.set(Some(found.high_watermark - 1));
 
         let consumer: BaseConsumer = settings
             .source
@@ -428,7 +433,7 @@ impl LaneWorker {
             None
         };
         let found = self
-            .read_positions(hint)
+            .read_positions(hint, View::Committed)
             .map_err(|e| ResumeFailure::Restart(e.to_string()))?;
         for (partition, cached) in &cached {
             let target_next = found

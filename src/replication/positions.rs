@@ -35,16 +35,28 @@ pub struct ResumePosition {
     pub position_offset: i64,
 }
 
+/// Which records a read of the position topic returns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum View {
+    /// Committed records only: positions to resume from.
+    Committed,
+    /// Every record written, committed or not: whether another instance
+    /// wrote at all (it can only write after fencing us). Never waits for
+    /// open transactions, including our own.
+    Written,
+}
+
 /// What one read of a lane's position partition found.
 #[derive(Debug, Default)]
 pub struct LanePositions {
     /// Latest position of every source partition with a record there.
     pub latest: HashMap<SourcePartition, ResumePosition>,
-    /// Offset of the newest record read (-1: none).
-    pub newest_offset: i64,
     /// Offset of the newest record written by another instance than the
     /// one asking (-1: none): a takeover, if beyond what the asker knows.
     pub newest_foreign_offset: i64,
+    /// The high watermark the read went up to: every record below it was
+    /// seen (or lies before the start hint).
+    pub high_watermark: i64,
 }
 
 /// Why the positions could not be read.
@@ -71,8 +83,8 @@ pub enum ResumeError {
     },
 }
 
-/// Reads the committed position records of `partition` of the position
-/// topic, from `start_hint` (an offset known to be at or before every
+/// Reads the position records of `partition` of the position topic in the
+/// given `view`, from `start_hint` (an offset known to be at or before every
 /// record of interest) or from the beginning, up to the high watermark taken
 /// first. `instance` is the asker's: records of other instances are noted.
 /// Fails after `stall_limit` without progress (not after a total time, so a
@@ -82,6 +94,7 @@ pub fn read_lane_positions(
     position_topic: &str,
     partition: i32,
     start_hint: Option<i64>,
+    view: View,
     instance: u64,
     stall_limit: Duration,
 ) -> Result<LanePositions, ResumeError> {
@@ -90,16 +103,16 @@ pub fn read_lane_positions(
         source: e,
     };
     let mut found = LanePositions {
-        newest_offset: -1,
         newest_foreign_offset: -1,
         ..LanePositions::default()
     };
     let (low, high) = watermarks(target, position_topic, partition, stall_limit).map_err(kafka)?;
+    found.high_watermark = high;
     let start = start_hint.map_or(low, |hint| hint.clamp(low, high));
     if start >= high {
         return Ok(found);
     }
-    let reader = committed_reader(target, position_topic, partition, start).map_err(kafka)?;
+    let reader = partition_reader(target, position_topic, partition, start, view).map_err(kafka)?;
     let mut last_position = start;
     let mut last_progress = Instant::now();
     loop {
@@ -131,7 +144,6 @@ pub fn read_lane_positions(
                         offset,
                         reason: e.to_string(),
                     })?;
-                found.newest_offset = offset;
                 if record.instance != instance {
                     found.newest_foreign_offset = offset;
                 }
@@ -183,7 +195,7 @@ pub fn target_has_committed_records(
     if high <= low {
         return Ok(false);
     }
-    let reader = committed_reader(target, topic, partition, low).map_err(kafka)?;
+    let reader = partition_reader(target, topic, partition, low, View::Committed).map_err(kafka)?;
     let mut last_position = low;
     let mut last_progress = Instant::now();
     loop {
@@ -229,17 +241,22 @@ fn watermarks(
     watermark_client(target)?.fetch_watermarks(topic, partition, timeout)
 }
 
-/// A `read_committed` reader of one partition from `offset`, whose position
-/// can be asked for.
-fn committed_reader(
+/// A reader of one partition from `offset` in `view`, whose position can be
+/// asked for.
+fn partition_reader(
     target: &ClientConfig,
     topic: &str,
     partition: i32,
     offset: i64,
+    view: View,
 ) -> Result<BaseConsumer, KafkaError> {
+    let isolation = match view {
+        View::Committed => "read_committed",
+        View::Written => "read_uncommitted",
+    };
     let reader: BaseConsumer = target
         .clone()
-        .set("isolation.level", "read_committed")
+        .set("isolation.level", isolation)
         .set("enable.partition.eof", "false")
         // Never start at the end: a retention race must fail the read, not
         // read as "no records".

@@ -41,6 +41,10 @@ const SLED_LOCK_MESSAGE: &str = "could not acquire lock";
 /// has stopped; that takes a moment. Only a lock held longer than this is
 /// reported as [`StateError::Locked`].
 const LOCK_WAIT: Duration = Duration::from_secs(3);
+/// sled's page cache (its default is 1 GiB). The cache holds checkpoints and
+/// recent offset runs; what it misses is read from disk, and the whole
+/// store is only a hint for the target's positions.
+const CACHE_CAPACITY_BYTES: u64 = 32 << 20;
 /// How often a translation re-reads while commits keep changing the
 /// checkpoint under it, before it leaves the answer to the progress topic.
 const SNAPSHOT_ATTEMPTS: usize = 8;
@@ -461,7 +465,11 @@ impl fmt::Debug for StateStore {
 fn open_sled(dir: &Path) -> Result<sled::Db, StateError> {
     let deadline = Instant::now() + LOCK_WAIT;
     let opened = loop {
-        match sled::Config::new().path(dir).open() {
+        match sled::Config::new()
+            .path(dir)
+            .cache_capacity(CACHE_CAPACITY_BYTES)
+            .open()
+        {
             Err(sled::Error::Io(e))
                 if e.to_string().contains(SLED_LOCK_MESSAGE) && Instant::now() < deadline =>
             {

@@ -866,9 +866,8 @@ impl<'a> Run<'a> {
             final_output = m.output();
         }
         if final_output.contains(TAKEN_OVER) {
-            self.deviations.push(
-                "the running eosmirror believed another instance took its lanes over".into(),
-            );
+            self.deviations
+                .push("the running eosmirror believed another instance took its lanes over".into());
         }
         if let Err(e) = self.tail.reach_end(Duration::from_secs(120)) {
             self.deviations.push(format!("{e:#}"));
@@ -1021,7 +1020,20 @@ fn committed(cluster: &ClusterSpec, group: &str, topic: &str, partition: i32) ->
     let c: BaseConsumer = cluster.client_config().set("group.id", group).create()?;
     let mut tpl = TopicPartitionList::new();
     tpl.add_partition(topic, partition);
-    let got = c.committed_offsets(tpl, Duration::from_secs(30))?;
+    // Scenarios run side by side on the same clusters: another one may be
+    // restarting a broker, and the group coordinator answers
+    // NotCoordinator or nothing until it is back.
+    let deadline = Instant::now() + Duration::from_secs(90);
+    let got = loop {
+        match c.committed_offsets(tpl.clone(), Duration::from_secs(30)) {
+            Ok(got) => break got,
+            Err(e) if Instant::now() < deadline => {
+                eprintln!("group check: reading {group}'s offsets: {e}; retrying");
+                std::thread::sleep(Duration::from_millis(500));
+            }
+            Err(e) => return Err(e.into()),
+        }
+    };
     match got.find_partition(topic, partition).map(|e| e.offset()) {
         Some(Offset::Offset(o)) => Ok(o),
         _ => Ok(cluster.watermarks(topic, partition)?.0),

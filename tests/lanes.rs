@@ -1,0 +1,185 @@
+//! Lanes against real Kafka: many partitions copied exactly by a few lanes
+//! (through kill -9 and a zombie), threads that do not grow with the
+//! partition count, and a lane count that is fixed per deployment.
+
+mod support;
+
+use std::time::{Duration, Instant};
+
+use support::mirror::{assert_exact_copy, tail, wait_for_copy, Mirror, MirrorSetup};
+use support::{bed, free_local_address, scrape_metrics, Isolation, TestRecord};
+
+const PATIENCE: Duration = Duration::from_secs(240);
+
+/// `count` records spread over `partitions`, each with a key, a value and a
+/// header.
+fn spread(tag: &str, count: usize, partitions: i32) -> Vec<TestRecord> {
+    (0..count)
+        .map(|i| TestRecord {
+            partition: (i * 7919) as i32 % partitions,
+            key: Some(format!("{tag}-k{i}").into_bytes()),
+            value: Some(format!("{tag}-v{i}").into_bytes()),
+            headers: vec![("n".into(), Some(i.to_string().into_bytes()))],
+            timestamp: None,
+        })
+        .collect()
+}
+
+/// Threads of a running process.
+fn threads(mirror: &Mirror) -> usize {
+    std::fs::read_dir(format!("/proc/{}/task", mirror.pid()))
+        .map(|d| d.count())
+        .unwrap_or(0)
+}
+
+/// Records an instance reports replicated (its metrics), over all
+/// partitions: progress, without reading a just-created 1,000-partition
+/// topic whose leaders may not be known yet.
+fn replicated(metrics_address: &str) -> usize {
+    scrape_metrics(metrics_address)
+        .lines()
+        .filter(|l| l.starts_with("eosmirror_records_replicated_total{"))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum::<f64>() as usize
+}
+
+/// Committed records on the target, over all partitions.
+fn committed(topic: &str) -> usize {
+    bed().target.read_all(topic, Isolation::ReadCommitted).len()
+}
+
+/// 1,000 source partitions, 4 lanes: the copy survives a kill -9 in the
+/// middle and a frozen zombie that thaws after a new instance took its
+/// lanes over, and ends exact. Threads stay at a few per lane.
+#[test]
+fn a_thousand_partitions_copy_exactly_through_kill_and_zombie() {
+    let bed = bed();
+    let partitions = 1000;
+    let topic = bed.source.create_topic("lanes-many", partitions);
+    bed.source.produce(&topic, &spread("a", 20_000, partitions));
+    let setup = MirrorSetup::new(&bed.source.bootstrap, &bed.target.bootstrap);
+    let metrics = free_local_address();
+    let args = [
+        "--lanes",
+        "4",
+        "--transaction.timeout.ms",
+        "10000",
+        "--metrics.address",
+        &metrics,
+    ];
+
+    // First instance: killed mid-copy.
+    let mut first = setup.start(&topic, &args);
+    first.wait_until(
+        PATIENCE,
+        Duration::from_millis(500),
+        || Some(replicated(&metrics)).filter(|&n| n > 2_000),
+        |output| format!("nothing copied; output:\n{}", tail(output, 40)),
+    );
+    let peak_threads = threads(&first);
+    first.kill();
+
+    // Second instance: resumes, then is frozen (a zombie).
+    bed.source.produce(&topic, &spread("b", 10_000, partitions));
+    let mut zombie = setup.start(&topic, &args);
+    zombie.wait_until(
+        PATIENCE,
+        Duration::from_millis(500),
+        || Some(replicated(&metrics)).filter(|&n| n > 1_000),
+        |output| {
+            format!(
+                "the second instance copied nothing; output:\n{}",
+                tail(output, 40)
+            )
+        },
+    );
+    zombie.signal(libc::SIGSTOP);
+
+    // Third instance takes the lanes over and copies the rest.
+    bed.source.produce(&topic, &spread("c", 10_000, partitions));
+    // Its own state dir (the zombie holds the lock of the first), the
+    // same alias and transactional ids.
+    let owner_setup = MirrorSetup::new(&bed.source.bootstrap, &bed.target.bootstrap);
+    let owner_metrics = free_local_address();
+    let mut owner_args = args.to_vec();
+    owner_args[5] = &owner_metrics;
+    owner_args.extend(["--source.alias", &setup.alias]);
+    let mut owner = owner_setup.start(&topic, &owner_args);
+    wait_for_copy(&bed.source, &bed.target, &topic, PATIENCE, &mut owner);
+
+    // The zombie thaws: it must stop without touching its lanes.
+    zombie.signal(libc::SIGCONT);
+    let code = zombie.wait_exit(Duration::from_secs(120));
+    let zombie_output = zombie.output();
+    assert_ne!(
+        code,
+        0,
+        "the zombie exited 0:\n{}",
+        tail(&zombie_output, 40)
+    );
+    assert!(
+        zombie_output.contains("took this lane over"),
+        "the zombie did not report the takeover:\n{}",
+        tail(&zombie_output, 40)
+    );
+    bed.source.produce(&topic, &spread("d", 2_000, partitions));
+    wait_for_copy(&bed.source, &bed.target, &topic, PATIENCE, &mut owner);
+    let owner_threads = threads(&owner);
+    assert_eq!(
+        owner.stop(Duration::from_secs(60)),
+        0,
+        "{}",
+        tail(&owner.output(), 40)
+    );
+    let owner_output = owner.output();
+    assert!(
+        !owner_output.contains("reason=\"fenced\""),
+        "the zombie fenced the new owner:\n{}",
+        tail(&owner_output, 40)
+    );
+    assert_exact_copy(&bed.source, &bed.target, &topic);
+    // librdkafka runs a few threads per client and broker; with one source
+    // and one target broker that is well under 100 for 4 lanes, whatever
+    // the partition count.
+    for (who, n) in [("first", peak_threads), ("owner", owner_threads)] {
+        assert!(
+            n > 0 && n < 100,
+            "{who} instance ran {n} threads for 4 lanes"
+        );
+    }
+}
+
+/// The lane count is fixed for a deployment: a later run with another count
+/// is refused before it writes anything, and names the count to use.
+/// MirrorMaker's `--num.streams` is taken as the lane count.
+#[test]
+fn a_different_lane_count_is_refused_with_the_count_to_use() {
+    let bed = bed();
+    let topic = bed.source.create_topic("lanes-fixed", 6);
+    bed.source.produce(&topic, &spread("a", 600, 6));
+    let setup = MirrorSetup::new(&bed.source.bootstrap, &bed.target.bootstrap);
+    setup.copy_and_check(&topic, &["--num.streams", "2"], &[&topic]);
+    let position = format!("__eosmirror.position.{}", setup.alias);
+    let progress = format!("__eosmirror.progress.{}", setup.alias);
+    assert_eq!(bed.target.partition_count(&position), Some(2));
+    assert_eq!(bed.target.partition_count(&progress), Some(2));
+
+    bed.source.produce(&topic, &spread("b", 300, 6));
+    let before = committed(&topic);
+    let started = Instant::now();
+    let (code, output) = setup.run_to_exit(&topic, &["--lanes", "3"], Duration::from_secs(60));
+    assert_ne!(
+        code, 0,
+        "a run with another lane count was not refused:\n{output}"
+    );
+    assert!(
+        output.contains("Run with --lanes 2") && output.contains(&setup.alias),
+        "the refusal does not name the lane count to use:\n{output}"
+    );
+    assert!(started.elapsed() < Duration::from_secs(60));
+    assert_eq!(committed(&topic), before, "the refused run copied records");
+    assert_eq!(bed.target.partition_count(&position), Some(2));
+
+    // With the recorded count it carries on, exactly.
+    setup.copy_and_check(&topic, &["--lanes", "2"], &[&topic]);
+}
