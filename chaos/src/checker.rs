@@ -128,21 +128,22 @@ impl Side {
         Side { name, config }
     }
 
-    fn reader(&self, topic: &str, partition: i32) -> Result<BaseConsumer, CheckError> {
-        let consumer: BaseConsumer = self
-            .config
+    /// A reader for [`PartitionStream`]s, one partition at a time: one
+    /// client per side for a whole topic (creating and destroying one per
+    /// partition costs seconds at 1,000s of partitions).
+    fn reader(&self) -> Result<BaseConsumer, CheckError> {
+        self.config
             .clone()
             .set("group.id", "eosmirror-checker")
             .set("enable.auto.commit", "false")
             .set("enable.partition.eof", "true")
             .set("isolation.level", "read_committed")
+            // The broker holds a fetch at the end of a partition this long
+            // before it answers "nothing new", which is how a partition's
+            // end is found: keep it short, partitions are read one by one.
+            .set("fetch.wait.max.ms", "10")
             .create()
-            .map_err(kafka(self.name))?;
-        let mut tpl = TopicPartitionList::new();
-        tpl.add_partition_offset(topic, partition, Offset::Beginning)
-            .map_err(kafka(self.name))?;
-        consumer.assign(&tpl).map_err(kafka(self.name))?;
-        Ok(consumer)
+            .map_err(kafka(self.name))
     }
 
     /// Partition count of `topic`.
@@ -165,8 +166,8 @@ impl Side {
 
 /// Reads one partition up to its end (the last stable offset at the time
 /// the reader gets there).
-struct PartitionStream {
-    consumer: BaseConsumer,
+struct PartitionStream<'c> {
+    consumer: &'c BaseConsumer,
     side: &'static str,
     topic: String,
     partition: i32,
@@ -174,10 +175,21 @@ struct PartitionStream {
     limit: Duration,
 }
 
-impl PartitionStream {
-    fn open(side: &Side, topic: &str, partition: i32, limit: Duration) -> Result<Self, CheckError> {
+impl<'c> PartitionStream<'c> {
+    /// Points `consumer` (from [`Side::reader`]) at the start of `partition`.
+    fn open(
+        side: &Side,
+        consumer: &'c BaseConsumer,
+        topic: &str,
+        partition: i32,
+        limit: Duration,
+    ) -> Result<Self, CheckError> {
+        let mut tpl = TopicPartitionList::new();
+        tpl.add_partition_offset(topic, partition, Offset::Beginning)
+            .map_err(kafka(side.name))?;
+        consumer.assign(&tpl).map_err(kafka(side.name))?;
         Ok(PartitionStream {
-            consumer: side.reader(topic, partition)?,
+            consumer,
             side: side.name,
             topic: topic.to_string(),
             partition,
@@ -199,7 +211,9 @@ impl PartitionStream {
             }
             match self.consumer.poll(Duration::from_millis(200)) {
                 None => continue,
-                Some(Err(KafkaError::PartitionEOF(_))) => return Ok(None),
+                Some(Err(KafkaError::PartitionEOF(p))) if p == self.partition => return Ok(None),
+                // An end-of-partition event of the previously read partition.
+                Some(Err(KafkaError::PartitionEOF(_))) => continue,
                 Some(Err(e)) => return Err(kafka(self.side)(e)),
                 Some(Ok(m)) => return Ok(Some(m)),
             }
@@ -227,16 +241,16 @@ fn size(m: &BorrowedMessage<'_>) -> u64 {
     (m.key().map_or(0, <[u8]>::len) + m.payload().map_or(0, <[u8]>::len)) as u64
 }
 
-/// Compares one partition of `topic` on both sides.
-pub fn compare_partition(
-    source: &Side,
-    target: &Side,
+/// Compares one partition of `topic` on both sides, with one reader per side.
+fn compare_partition(
+    (source, source_reader): (&Side, &BaseConsumer),
+    (target, target_reader): (&Side, &BaseConsumer),
     topics: &TopicPair,
     partition: i32,
     limit: Duration,
 ) -> Result<PartitionReport, CheckError> {
-    let src = PartitionStream::open(source, &topics.source, partition, limit)?;
-    let tgt = PartitionStream::open(target, &topics.target, partition, limit)?;
+    let src = PartitionStream::open(source, source_reader, &topics.source, partition, limit)?;
+    let tgt = PartitionStream::open(target, target_reader, &topics.target, partition, limit)?;
     let mut report = PartitionReport {
         partition,
         source_records: 0,
@@ -304,8 +318,17 @@ pub fn compare_topic(
     let partitions = source
         .partitions(&topics.source)?
         .max(target.partitions(&topics.target)?);
+    let (source_reader, target_reader) = (source.reader()?, target.reader()?);
     (0..partitions)
-        .map(|p| compare_partition(source, target, topics, p, limit))
+        .map(|p| {
+            compare_partition(
+                (source, &source_reader),
+                (target, &target_reader),
+                topics,
+                p,
+                limit,
+            )
+        })
         .collect()
 }
 
