@@ -10,6 +10,7 @@ use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::error::KafkaError;
 use rdkafka::message::Message;
+use rdkafka::types::RDKafkaErrorCode;
 use rdkafka::{Offset, TopicPartitionList};
 
 pub mod record;
@@ -45,6 +46,42 @@ pub enum ReadError {
     },
 }
 
+/// Settings of every reader eosmirror opens on a partition (verify, the
+/// commands, resume). The group id only lets librdkafka track positions:
+/// nothing joins the group or commits. `auto.offset.reset=error` because
+/// librdkafka's default, `latest`, moves a reader whose next records were
+/// deleted under it (retention, DeleteRecords) to the partition's end
+/// without a word, and a read meant to find records would then find none.
+/// Such a reader reports [`is_deleted`] instead.
+pub fn reader_config(connection: &ClientConfig, group_id: &str, committed: bool) -> ClientConfig {
+    let mut config = connection.clone();
+    config
+        .set("group.id", group_id)
+        .set("enable.auto.commit", "false")
+        .set("enable.partition.eof", "false")
+        .set("auto.offset.reset", "error")
+        .set(
+            "isolation.level",
+            if committed {
+                "read_committed"
+            } else {
+                "read_uncommitted"
+            },
+        );
+    config
+}
+
+/// Whether a reader's error means the records at its position were deleted
+/// (see [`reader_config`]).
+pub fn is_deleted(error: &KafkaError) -> bool {
+    matches!(
+        error,
+        KafkaError::MessageConsumption(
+            RDKafkaErrorCode::AutoOffsetReset | RDKafkaErrorCode::OffsetOutOfRange
+        )
+    )
+}
+
 /// Where and how to read: one side's connection settings.
 #[derive(Clone)]
 pub struct Side {
@@ -60,8 +97,7 @@ pub struct Side {
 
 impl Side {
     /// A reader of `topic`-`partition` with the given isolation, assigned at
-    /// `offset`. The group id is only there so librdkafka tracks positions;
-    /// nothing joins or commits.
+    /// `offset`.
     fn consumer(
         &self,
         topic: &str,
@@ -70,25 +106,12 @@ impl Side {
         committed: bool,
     ) -> Result<BaseConsumer, ReadError> {
         let kafka = self.kafka(topic, partition);
-        let consumer: BaseConsumer = self
-            .connection
-            .clone()
-            .set("group.id", "__eosmirror.verify")
-            .set("enable.auto.commit", "false")
-            .set("enable.partition.eof", "false")
-            .set("auto.offset.reset", "error")
-            .set(
-                "isolation.level",
-                if committed {
-                    "read_committed"
-                } else {
-                    "read_uncommitted"
-                },
-            )
-            .set("queued.max.messages.kbytes", self.queue_kbytes.to_string())
-            .set("fetch.message.max.bytes", (1 << 20).to_string())
-            .create()
-            .map_err(&kafka)?;
+        let consumer: BaseConsumer =
+            reader_config(&self.connection, "__eosmirror.verify", committed)
+                .set("queued.max.messages.kbytes", self.queue_kbytes.to_string())
+                .set("fetch.message.max.bytes", (1 << 20).to_string())
+                .create()
+                .map_err(&kafka)?;
         let mut assignment = TopicPartitionList::new();
         assignment
             .add_partition_offset(topic, partition, Offset::Offset(offset))
@@ -228,10 +251,7 @@ impl RangeReader {
                     self.advance_to(self.end);
                     self.done = true;
                 }
-                Some(Err(KafkaError::MessageConsumption(
-                    rdkafka::types::RDKafkaErrorCode::AutoOffsetReset
-                    | rdkafka::types::RDKafkaErrorCode::OffsetOutOfRange,
-                ))) => {
+                Some(Err(e)) if is_deleted(&e) => {
                     return Err(ReadError::Deleted {
                         side: self.side.name,
                         topic: self.topic.clone(),

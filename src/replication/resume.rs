@@ -18,10 +18,11 @@ use eosmirror_state::SourcePartition;
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::error::KafkaError;
-use rdkafka::message::Message;
+use rdkafka::message::{BorrowedMessage, Message};
 use rdkafka::{Offset, TopicPartitionList};
 
 use super::progress::{ProgressRecord, PROGRESS_PARTITION};
+use crate::read::{is_deleted, reader_config};
 
 /// The committed position of a source partition, as the target records it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -46,6 +47,12 @@ pub enum ResumeError {
         topic: String,
         high_watermark: i64,
         waited: Duration,
+    },
+    #[error("{topic}-{partition}: records at or after offset {from} were deleted (retention or DeleteRecords) while they were read, so what the partition holds is unknown; the read starts again at the partition's new start")]
+    Deleted {
+        topic: String,
+        partition: i32,
+        from: i64,
     },
     #[error("position topic {topic} holds an unreadable record at offset {offset}: {reason}")]
     Corrupt {
@@ -94,10 +101,9 @@ pub fn read_resume_position(
                 waited: wait_limit,
             });
         }
-        match reader.poll(Duration::from_millis(100)) {
+        match next_message(&reader, position_topic, PROGRESS_PARTITION, start)? {
             None => {}
-            Some(Err(e)) => return Err(kafka(e)),
-            Some(Ok(message)) if message.key() == Some(wanted_key.as_slice()) => {
+            Some(message) if message.key() == Some(wanted_key.as_slice()) => {
                 let record = ProgressRecord::decode(message.payload().unwrap_or_default())
                     .map_err(|e| ResumeError::Corrupt {
                         topic: position_topic.to_string(),
@@ -109,7 +115,7 @@ pub fn read_resume_position(
                     position_offset: message.offset(),
                 });
             }
-            Some(Ok(_)) => {}
+            Some(_) => {}
         }
     }
 }
@@ -153,10 +159,8 @@ pub fn target_has_committed_records(
         if fetch_position(&reader, topic, partition).map_err(kafka)? >= high {
             return Ok(false);
         }
-        match reader.poll(Duration::from_millis(100)) {
-            None => {}
-            Some(Ok(_)) => return Ok(true),
-            Some(Err(e)) => return Err(kafka(e)),
+        if next_message(&reader, topic, partition, low)?.is_some() {
+            return Ok(true);
         }
     }
     Err(ResumeError::Timeout {
@@ -182,24 +186,127 @@ fn watermarks(
 }
 
 /// A `read_committed` reader of one partition from `offset`, whose position
-/// can be asked for.
+/// can be asked for; records deleted under it are an error (see
+/// [`reader_config`]), never an empty read.
 fn committed_reader(
     target: &ClientConfig,
     topic: &str,
     partition: i32,
     offset: i64,
 ) -> Result<BaseConsumer, KafkaError> {
-    let reader: BaseConsumer = target
-        .clone()
-        .set("isolation.level", "read_committed")
-        .set("enable.partition.eof", "false")
-        // librdkafka tracks positions only for clients with a group id; the
-        // group is never joined and nothing is committed.
-        .set("group.id", "__eosmirror.position-reader")
-        .set("enable.auto.commit", "false")
-        .create()?;
+    let reader: BaseConsumer =
+        reader_config(target, "__eosmirror.position-reader", true).create()?;
     let mut assignment = TopicPartitionList::new();
     assignment.add_partition_offset(topic, partition, Offset::Offset(offset))?;
     reader.assign(&assignment)?;
     Ok(reader)
+}
+
+/// The reader's next message; records deleted under it become
+/// [`ResumeError::Deleted`].
+fn next_message<'a>(
+    reader: &'a BaseConsumer,
+    topic: &str,
+    partition: i32,
+    from: i64,
+) -> Result<Option<BorrowedMessage<'a>>, ResumeError> {
+    match reader.poll(Duration::from_millis(100)) {
+        None => Ok(None),
+        Some(Ok(message)) => Ok(Some(message)),
+        Some(Err(e)) if is_deleted(&e) => Err(ResumeError::Deleted {
+            topic: topic.to_string(),
+            partition,
+            from,
+        }),
+        Some(Err(e)) => Err(ResumeError::Kafka {
+            topic: topic.to_string(),
+            source: e,
+        }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! librdkafka's mock cluster stands in for the retention race: a Fetch
+    //! answered with OFFSET_OUT_OF_RANGE is what a reader sees when the
+    //! records it was sent to were deleted after it took the watermarks.
+
+    use rdkafka::mocking::MockCluster;
+    use rdkafka::producer::{BaseProducer, BaseRecord, DefaultProducerContext, Producer};
+    use rdkafka::types::{RDKafkaApiKey, RDKafkaRespErr};
+
+    use super::*;
+
+    const TIMEOUT: Duration = Duration::from_secs(10);
+
+    /// A one-broker mock cluster whose `topic` holds `records`, and a
+    /// connection to it.
+    fn cluster_with(
+        topic: &str,
+        records: &[(Vec<u8>, Vec<u8>)],
+    ) -> (MockCluster<'static, DefaultProducerContext>, ClientConfig) {
+        let cluster = MockCluster::new(1).expect("mock cluster");
+        cluster.create_topic(topic, 1, 1).expect("mock topic");
+        let mut connection = ClientConfig::new();
+        connection.set("bootstrap.servers", cluster.bootstrap_servers());
+        let producer: BaseProducer = connection.create().expect("producer");
+        for (key, value) in records {
+            producer
+                .send(BaseRecord::to(topic).partition(0).key(key).payload(value))
+                .expect("queue record");
+        }
+        producer.flush(TIMEOUT).expect("flush");
+        (cluster, connection)
+    }
+
+    fn records_deleted_under_the_next_fetch(cluster: &MockCluster<'_, DefaultProducerContext>) {
+        cluster.request_errors(
+            RDKafkaApiKey::Fetch,
+            &[RDKafkaRespErr::RD_KAFKA_RESP_ERR_OFFSET_OUT_OF_RANGE],
+        );
+    }
+
+    #[test]
+    fn records_deleted_under_the_target_check_are_reported_as_deleted() {
+        let records = vec![(b"k".to_vec(), b"v".to_vec()); 3];
+        let (cluster, connection) = cluster_with("data", &records);
+        assert!(target_has_committed_records(&connection, "data", 0, TIMEOUT).unwrap());
+
+        records_deleted_under_the_next_fetch(&cluster);
+        match target_has_committed_records(&connection, "data", 0, TIMEOUT) {
+            Err(ResumeError::Deleted {
+                topic, partition, ..
+            }) => {
+                assert_eq!((topic.as_str(), partition), ("data", 0))
+            }
+            other => panic!("expected a deletion error, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn records_deleted_under_the_position_read_are_reported_as_deleted() {
+        let source = SourcePartition::new("orders", 3);
+        let record = ProgressRecord {
+            source: source.clone(),
+            runs: Vec::new(),
+            next_source_offset: 15,
+            next_target_offset: 9,
+            instance: 42,
+            committed_at_ms: 1_700_000_000_000,
+        };
+        let (cluster, connection) = cluster_with(
+            "positions",
+            &[(ProgressRecord::key(&source), record.encode())],
+        );
+        let found = read_resume_position(&connection, "positions", &source, None, TIMEOUT)
+            .unwrap()
+            .expect("the position is there");
+        assert_eq!(found.record, record);
+
+        records_deleted_under_the_next_fetch(&cluster);
+        match read_resume_position(&connection, "positions", &source, None, TIMEOUT) {
+            Err(ResumeError::Deleted { topic, .. }) => assert_eq!(topic, "positions"),
+            other => panic!("expected a deletion error, got {other:?}"),
+        }
+    }
 }
