@@ -41,9 +41,12 @@ pub fn read_mappings(
 }
 
 /// Offsets of one of eosmirror's internal topics, or an error that says
-/// the target holds nothing eosmirror wrote under that alias.
+/// the target holds nothing eosmirror wrote under that alias. The end is
+/// the last stable offset: a transaction still open there (a running
+/// mirror's, or a killed one's until the target aborts it) is not waited
+/// for, and what it holds is not part of the history yet.
 fn internal_topic_range(target: &Side, topic: &str) -> anyhow::Result<(i64, i64)> {
-    match target.watermarks(topic, PROGRESS_PARTITION) {
+    match target.stable_watermarks(topic, PROGRESS_PARTITION) {
         Ok(marks) => Ok(marks),
         Err(ReadError::Kafka { source, .. })
             if matches!(

@@ -130,10 +130,32 @@ impl Side {
         }
     }
 
-    /// Low and high watermark (`read_uncommitted` view).
+    /// Low watermark and high watermark: the `read_uncommitted` view, whose
+    /// end counts the records of transactions still open.
     pub fn watermarks(&self, topic: &str, partition: i32) -> Result<(i64, i64), ReadError> {
+        self.list_watermarks(topic, partition, "read_uncommitted")
+    }
+
+    /// Low watermark and last stable offset: the `read_committed` view,
+    /// whose end is the first offset of the oldest transaction still open
+    /// (the high watermark when none is). Everything below it is committed
+    /// or aborted, so a `read_committed` read up to it never waits.
+    pub fn stable_watermarks(&self, topic: &str, partition: i32) -> Result<(i64, i64), ReadError> {
+        self.list_watermarks(topic, partition, "read_committed")
+    }
+
+    /// librdkafka answers a watermark query with the client's isolation
+    /// level (its default is `read_committed`), so it is always set.
+    fn list_watermarks(
+        &self,
+        topic: &str,
+        partition: i32,
+        isolation: &str,
+    ) -> Result<(i64, i64), ReadError> {
         let client: BaseConsumer = self
             .connection
+            .clone()
+            .set("isolation.level", isolation)
             .create()
             .map_err(self.kafka(topic, partition))?;
         client
@@ -142,6 +164,7 @@ impl Side {
     }
 
     /// First offset whose timestamp is at or after `ms`; `None` if none is.
+    /// Asked `read_committed`, like every read that follows it.
     pub fn offset_for_time(
         &self,
         topic: &str,
@@ -150,6 +173,8 @@ impl Side {
     ) -> Result<Option<i64>, ReadError> {
         let client: BaseConsumer = self
             .connection
+            .clone()
+            .set("isolation.level", "read_committed")
             .create()
             .map_err(self.kafka(topic, partition))?;
         let mut query = TopicPartitionList::new();
@@ -300,6 +325,21 @@ pub fn first_committed(
     from: i64,
     end: i64,
 ) -> Result<Option<i64>, ReadError> {
-    let mut reader = RangeReader::open(side, topic, partition, from, end, true, Arc::default())?;
+    first_record(side, topic, partition, from, end, true)
+}
+
+/// Offset of the first record in `[from, end)` as `committed` reads (all
+/// records otherwise: those of open and aborted transactions too, but never
+/// a transaction marker), if any.
+pub fn first_record(
+    side: &Side,
+    topic: &str,
+    partition: i32,
+    from: i64,
+    end: i64,
+    committed: bool,
+) -> Result<Option<i64>, ReadError> {
+    let mut reader =
+        RangeReader::open(side, topic, partition, from, end, committed, Arc::default())?;
     Ok(reader.next_record()?.map(|r| r.offset))
 }
