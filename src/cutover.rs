@@ -1,8 +1,14 @@
 //! `eosmirror cutover`: the orderly migration runbook in one command.
 //!
-//! 1. Report whether producers still write to the source.
-//! 2. Wait (bounded) until the replicated position of every partition
-//!    reaches the source's end of committed data.
+//! 1. Report whether producers still write to the source, and sample each
+//!    source partition's high watermark.
+//! 2. Wait (bounded by `--timeout.ms`) until every source transaction open
+//!    at that sample has ended (the last stable offset reached the sampled
+//!    high watermark) and the replicated position of every partition
+//!    reaches the source's end of committed data. An open transaction keeps
+//!    the end of committed data still while it lasts; its commit would add
+//!    records the copy lacks, so a cutover that did not wait for it would
+//!    report a complete copy and lose them.
 //! 3. Verify the copy's tail (or all of it with `--full`).
 //! 4. Move each consumer group: its source offsets, translated exactly, are
 //!    committed to the same group on the target.
@@ -19,11 +25,11 @@ use serde::Serialize;
 
 use crate::cli::groups_args::CutoverArgs;
 use crate::cli::verify_args::{PairingMode, ReportFormat, VerifyArgs};
-use crate::clusters::{connect_both, Cluster};
+use crate::clusters::connect_both;
 use crate::groups::apply::apply;
 use crate::groups::TopicPartition;
 use crate::offsets::history::read_positions;
-use crate::read::{first_committed, Side};
+use crate::read::{first_committed, first_record, Side};
 use crate::replication::progress::InternalTopics;
 use crate::translate::{replicated_partitions, translate_offsets, GroupTranslation};
 use crate::verify::report::{Report, Verdict};
@@ -36,11 +42,22 @@ const POLL: Duration = Duration::from_secs(1);
 pub struct PartitionCatchUp {
     pub topic: String,
     pub partition: i32,
-    /// End of committed source data.
+    /// End of committed source data (the last stable offset).
     pub source_end: i64,
     pub replicated_position: i64,
     /// Committed source records not yet replicated (0: caught up).
     pub lag: i64,
+    /// Source offsets `[from, to)` still held by a transaction that was
+    /// open when cutover started: from the last stable offset to the high
+    /// watermark sampled then. `None` once every such transaction ended.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub open_transaction: Option<(i64, i64)>,
+}
+
+impl PartitionCatchUp {
+    fn settled(&self) -> bool {
+        self.lag == 0 && self.open_transaction.is_none()
+    }
 }
 
 /// The cutover report.
@@ -72,11 +89,15 @@ impl CutoverReport {
             );
         }
         for p in &self.partitions {
-            let _ = writeln!(
+            let _ = write!(
                 out,
                 "{}-{}: source end {} replicated {} lag {}",
                 p.topic, p.partition, p.source_end, p.replicated_position, p.lag
             );
+            if let Some((from, to)) = p.open_transaction {
+                let _ = write!(out, "; offsets [{from}, {to}) in an open transaction");
+            }
+            out.push('\n');
         }
         if let Some(v) = &self.verify {
             out.push_str(&v.to_text());
@@ -100,48 +121,94 @@ impl CutoverReport {
     }
 }
 
-/// Source ends of committed data and replicated positions, per partition.
+/// Source ends of committed data and replicated positions, per partition,
+/// and which transactions open at `sampled` (high watermarks taken when
+/// cutover started) still hold their partition.
 fn catch_up(
     source: &Side,
     target: &Side,
     alias: &str,
     partitions: &[TopicPartition],
+    sampled: &BTreeMap<TopicPartition, i64>,
 ) -> anyhow::Result<Vec<PartitionCatchUp>> {
     let wanted = partitions.iter().cloned().collect();
     let positions = read_positions(target, &InternalTopics::for_alias(alias).position, &wanted)?;
     let mut out = Vec::new();
-    for (topic, partition) in partitions {
-        let (low, high) = source.watermarks(topic, *partition)?;
-        let position = positions
-            .get(&(topic.clone(), *partition))
-            .map_or(low, |p| p.next_source_offset);
+    for tp in partitions {
+        let (topic, partition) = tp;
+        let (low, stable) = source.stable_watermarks(topic, *partition)?;
+        let sampled_high = sampled[tp];
+        let position = positions.get(tp).map_or(low, |p| p.next_source_offset);
         // Past the position, only transaction markers or aborted records
         // may remain for the partition to count as caught up.
-        let next = if position < high {
-            first_committed(source, topic, *partition, position.max(low), high)?
+        let next = if position < stable {
+            first_committed(source, topic, *partition, position.max(low), stable)?
         } else {
             None
         };
         out.push(PartitionCatchUp {
             topic: topic.clone(),
             partition: *partition,
-            source_end: high,
+            source_end: stable,
             replicated_position: position,
-            lag: next.map_or(0, |n| high - n),
+            lag: next.map_or(0, |n| stable - n),
+            open_transaction: (stable < sampled_high).then_some((stable, sampled_high)),
         });
     }
     Ok(out)
 }
 
-fn source_ends(
-    source: &Cluster,
+/// High watermarks: they move with every record written, committed,
+/// aborted or in a transaction still open.
+fn high_watermarks(
+    source: &Side,
     partitions: &[TopicPartition],
 ) -> anyhow::Result<BTreeMap<TopicPartition, i64>> {
-    let side = source.side(1024, Duration::from_secs(30));
     partitions
         .iter()
-        .map(|(t, p)| Ok(((t.clone(), *p), side.watermarks(t, *p)?.1)))
+        .map(|(t, p)| Ok(((t.clone(), *p), source.watermarks(t, *p)?.1)))
         .collect()
+}
+
+/// Partitions that received records between two samples of their high
+/// watermarks. A transaction marker alone moves the high watermark too (a
+/// transaction cutover waited for has ended): that is not a write.
+fn written_between(
+    source: &Side,
+    before: &BTreeMap<TopicPartition, i64>,
+    after: &BTreeMap<TopicPartition, i64>,
+) -> anyhow::Result<Vec<String>> {
+    let mut written = Vec::new();
+    for ((topic, partition), &end) in after {
+        let start = before[&(topic.clone(), *partition)];
+        if end > start && first_record(source, topic, *partition, start, end, false)?.is_some() {
+            written.push(format!("{topic}-{partition}"));
+        }
+    }
+    Ok(written)
+}
+
+/// Partitions an open source transaction still holds, with the offsets.
+fn held_partitions(state: &[PartitionCatchUp]) -> Vec<String> {
+    state
+        .iter()
+        .filter_map(|p| {
+            p.open_transaction
+                .map(|(from, to)| format!("{}-{} (offsets [{from}, {to}))", p.topic, p.partition))
+        })
+        .collect()
+}
+
+/// Names the partitions still held by an open source transaction and what
+/// to do about it.
+fn open_transactions_problem(state: &[PartitionCatchUp], timeout_ms: u64) -> Option<String> {
+    let held = held_partitions(state);
+    (!held.is_empty()).then(|| {
+        format!(
+            "source transactions that were open when cutover started did not end within {timeout_ms} ms: {}. Their records are neither committed nor aborted; a commit would add records the copy does not hold. librdkafka has no DescribeProducers or ListTransactions request, so eosmirror cannot name the transactional id: `kafka-transactions.sh --bootstrap-server <source> describe-producers --topic <topic> --partition <partition>` names the producer, and its `find-hanging` command finds transactions no producer will end. Let that producer commit or abort (or stop its application), then run cutover again",
+            held.join(", ")
+        )
+    })
 }
 
 /// Runs `eosmirror cutover`. Blocking.
@@ -160,24 +227,28 @@ pub fn run(args: &CutoverArgs) -> anyhow::Result<CutoverReport> {
     }
     let mut problems = Vec::new();
 
-    // 1. Producer activity.
-    let before = source_ends(&source, &partitions)?;
-    std::thread::sleep(Duration::from_secs(2));
-    let after = source_ends(&source, &partitions)?;
-    let moving: Vec<String> = after
-        .iter()
-        .filter(|(p, end)| before.get(*p) != Some(end))
-        .map(|((t, p), _)| format!("{t}-{p}"))
-        .collect();
-
-    // 2. Wait for the copy to reach the source's end.
+    // 1. Producer activity, and the high watermarks every transaction open
+    // now has to get past before the copy can be complete.
     let source_side = source.side(1024, Duration::from_secs(120));
     let target_side = target.side(16 * 1024, Duration::from_secs(120));
+    let before = high_watermarks(&source_side, &partitions)?;
+    std::thread::sleep(Duration::from_secs(2));
+    let after = high_watermarks(&source_side, &partitions)?;
+    let moving = written_between(&source_side, &before, &after)?;
+
+    // 2. Wait for those transactions to end and the copy to reach the
+    // source's end.
     let deadline = Instant::now() + Duration::from_millis(args.timeout_ms);
+    let mut announced = Vec::new();
     let (caught_up, state) = loop {
-        let state = catch_up(&source_side, &target_side, alias, &partitions)?;
-        if state.iter().all(|p| p.lag == 0) {
+        let state = catch_up(&source_side, &target_side, alias, &partitions, &before)?;
+        if state.iter().all(PartitionCatchUp::settled) {
             break (true, state);
+        }
+        let held = held_partitions(&state);
+        if !held.is_empty() && held != announced {
+            tracing::info!(partitions = %held.join(", "), timeout_ms = args.timeout_ms, "waiting for source transactions that were open when cutover started to end");
+            announced = held;
         }
         if Instant::now() >= deadline {
             break (false, state);
@@ -185,24 +256,23 @@ pub fn run(args: &CutoverArgs) -> anyhow::Result<CutoverReport> {
         std::thread::sleep(POLL);
     };
     if !caught_up {
+        problems.extend(open_transactions_problem(&state, args.timeout_ms));
         let behind: Vec<String> = state
             .iter()
             .filter(|p| p.lag > 0)
             .map(|p| format!("{}-{} ({} behind)", p.topic, p.partition, p.lag))
             .collect();
-        problems.push(format!(
-            "replication did not reach the source's end within {} ms: {}; is `eosmirror run` running for --source.alias {alias}?",
-            args.timeout_ms,
-            behind.join(", ")
-        ));
+        if !behind.is_empty() {
+            problems.push(format!(
+                "replication did not reach the source's end within {} ms: {}; is `eosmirror run` running for --source.alias {alias}?",
+                args.timeout_ms,
+                behind.join(", ")
+            ));
+        }
     }
     // Producers still writing now make any copy out of date at once.
-    let end = source_ends(&source, &partitions)?;
-    let still: Vec<String> = end
-        .iter()
-        .filter(|(p, e)| after.get(*p) != Some(e))
-        .map(|((t, p), _)| format!("{t}-{p}"))
-        .collect();
+    let end = high_watermarks(&source_side, &partitions)?;
+    let still = written_between(&source_side, &after, &end)?;
     if !still.is_empty() {
         problems.push(format!(
             "producers are still writing to the source ({}); stop them, then run cutover again",

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::message::Message;
 use rdkafka::{Offset, TopicPartitionList};
-use support::mirror::{wait_for_copy, MirrorSetup};
+use support::mirror::{assert_exact_copy, wait_for_copy, MirrorSetup};
 use support::{bed, unique_name, Cluster, Isolation, ReadRecord, TestRecord, TxnOutcome};
 
 /// What a consumer of `group` reads from its committed offsets to the end
@@ -514,8 +514,8 @@ fn cutover_completes_on_a_stopped_stream_and_times_out_when_replication_stalls()
         );
     }
     // Idempotent.
-    let (code, stdout, _) = setup.command("cutover", &args);
-    assert_eq!(code, 0, "{stdout}");
+    let (code, stdout, stderr) = setup.command("cutover", &args);
+    assert_eq!(code, 0, "{stdout}\n{stderr}");
     assert_eq!(stdout.matches("[unchanged;").count(), 2, "{stdout}");
 
     // Replication stalled: a clear report and a non-zero exit.
@@ -539,4 +539,125 @@ fn cutover_completes_on_a_stopped_stream_and_times_out_when_replication_stalls()
         "{stdout}"
     );
     assert!(stdout.contains("NOT COMPLETE"), "{stdout}");
+}
+
+#[test]
+fn cutover_waits_for_a_source_transaction_left_open_and_names_its_partition() {
+    let bed = bed();
+    let topic = bed.source.create_topic("groups-cutover-open-txn", 2);
+    let group = unique_name("cutover-open-txn");
+    let setup = MirrorSetup::new(&bed.source.bootstrap, &bed.target.bootstrap);
+    let mut mirror = setup.start(&topic, &[]);
+    let committed: Vec<_> = (0..20).map(|i| record(i as i32 % 2, "o", i)).collect();
+    bed.source
+        .produce_transaction(&topic, &committed, TxnOutcome::Commit);
+    wait_for_copy(
+        &bed.source,
+        &bed.target,
+        &topic,
+        Duration::from_secs(120),
+        &mut mirror,
+    );
+    bed.source
+        .commit_group(&group, &[(&topic, 0, 3), (&topic, 1, 4)]);
+
+    // A two-phase-commit sink between checkpoints: records of partition 1
+    // in the log, their transaction open. The end of committed data stands
+    // still, so the copy looks caught up.
+    let held: Vec<_> = (0..5).map(|i| record(1, "open", i)).collect();
+    let open = bed.source.open_transaction(&topic, &held);
+    let (code, stdout, stderr) = setup.command(
+        "cutover",
+        &[
+            "--include",
+            &topic,
+            "--groups",
+            &group,
+            "--timeout.ms",
+            "5000",
+        ],
+    );
+    assert_ne!(code, 0, "{stdout}\n{stderr}");
+    assert!(stdout.contains("cutover: NOT COMPLETE"), "{stdout}");
+    let problem = stdout
+        .lines()
+        .find(|l| l.starts_with("problem: source transactions that were open"))
+        .unwrap_or_else(|| panic!("no open-transaction problem reported:\n{stdout}"));
+    assert!(
+        problem.contains(&format!("{topic}-1 (offsets [")),
+        "{problem}"
+    );
+    assert!(!problem.contains(&format!("{topic}-0")), "{problem}");
+    assert!(
+        problem.contains("cannot name the transactional id"),
+        "{problem}"
+    );
+    assert!(
+        bed.target.group_offsets(&group, &topic, 2).is_empty(),
+        "groups moved by an incomplete cutover:\n{stdout}"
+    );
+
+    // verify checks the committed records and names the open ones.
+    let (code, stdout, stderr) = setup.command("verify", &["--include", &topic]);
+    assert_eq!(code, 0, "{stdout}\n{stderr}");
+    let partition_1 = stdout
+        .split_once(&format!("{topic}-1: exact"))
+        .unwrap_or_else(|| panic!("{stdout}"))
+        .1;
+    assert!(
+        partition_1.contains("in an open source transaction: source offsets ["),
+        "{stdout}"
+    );
+    assert_eq!(
+        stdout.matches("in an open source transaction").count(),
+        1,
+        "{stdout}"
+    );
+
+    // The transaction commits while a cutover waits for it: the copy then
+    // takes its records, and cutover completes on an exact copy.
+    let mut open = Some(open);
+    let (code, stdout, stderr) = setup.command_watching(
+        "cutover",
+        &[
+            "--include",
+            &topic,
+            "--groups",
+            &group,
+            "--timeout.ms",
+            "120000",
+        ],
+        |line| {
+            if line.contains("waiting for source transactions that were open when cutover started")
+            {
+                if let Some(open) = open.take() {
+                    open.commit();
+                }
+            }
+        },
+    );
+    assert!(
+        open.is_none(),
+        "cutover never waited for the open transaction:\n{stdout}\n{stderr}"
+    );
+    assert_eq!(code, 0, "{stdout}\n{stderr}");
+    assert!(stdout.contains("cutover: COMPLETE"), "{stdout}");
+    assert!(stdout.contains("verdict: EXACT"), "{stdout}");
+    assert_exact_copy(&bed.source, &bed.target, &topic);
+    let source = bed.source.read_all(&topic, Isolation::ReadCommitted);
+    assert_eq!(source.len(), committed.len() + held.len());
+    let on_target = resume_as_group(&bed.target, &group, &topic, 2);
+    for (p, o) in [(0, 3), (1, 4)] {
+        assert_eq!(
+            contents(&on_target[&p]),
+            contents(&remaining(&source, p, o)),
+            "partition {p}"
+        );
+    }
+    assert_eq!(
+        mirror.stop(Duration::from_secs(30)),
+        0,
+        "{}",
+        mirror.output()
+    );
 }

@@ -13,6 +13,7 @@ use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::error::KafkaError;
 use rdkafka::message::{BorrowedMessage, Headers, Message};
+use rdkafka::types::RDKafkaErrorCode;
 use rdkafka::{Offset, TopicPartitionList};
 
 /// The first way a partition's copy differs from its source.
@@ -93,6 +94,15 @@ pub enum CheckError {
         /// How long it waited.
         limit: Duration,
     },
+    /// Records were deleted (retention, DeleteRecords) under a reader, so
+    /// what the topic held cannot be known.
+    #[error("{cluster}: records of {topic} were deleted (retention or DeleteRecords) while the checker read them; check a topic whose records are kept")]
+    Deleted {
+        /// "source" or "target".
+        cluster: &'static str,
+        /// The topic (with the partition, when known).
+        topic: String,
+    },
     /// A partition could not be read to its end in time.
     #[error("{cluster}: reading {topic}-{partition} did not reach its end within {limit:?}")]
     Timeout {
@@ -109,6 +119,29 @@ pub enum CheckError {
 
 fn kafka(cluster: &'static str) -> impl Fn(KafkaError) -> CheckError {
     move |source| CheckError::Kafka { cluster, source }
+}
+
+/// A reader's error: a reset (its records were deleted) is named as such.
+fn read_error(cluster: &'static str, topic: String, error: KafkaError) -> CheckError {
+    match error {
+        KafkaError::MessageConsumption(
+            RDKafkaErrorCode::AutoOffsetReset | RDKafkaErrorCode::OffsetOutOfRange,
+        ) => CheckError::Deleted { cluster, topic },
+        source => CheckError::Kafka { cluster, source },
+    }
+}
+
+/// Settings of the checker's readers. `auto.offset.reset=error`: under
+/// librdkafka's default, `latest`, a reader whose records are deleted under
+/// it jumps to the end silently and the copy would look short.
+fn reader_config(config: &ClientConfig) -> ClientConfig {
+    let mut config = config.clone();
+    config
+        .set("group.id", "eosmirror-checker")
+        .set("enable.auto.commit", "false")
+        .set("auto.offset.reset", "error")
+        .set("isolation.level", "read_committed");
+    config
 }
 
 /// One side of the comparison.
@@ -132,12 +165,8 @@ impl Side {
     /// client per side for a whole topic (creating and destroying one per
     /// partition costs seconds at 1,000s of partitions).
     fn reader(&self) -> Result<BaseConsumer, CheckError> {
-        self.config
-            .clone()
-            .set("group.id", "eosmirror-checker")
-            .set("enable.auto.commit", "false")
+        reader_config(&self.config)
             .set("enable.partition.eof", "true")
-            .set("isolation.level", "read_committed")
             // The broker holds a fetch at the end of a partition this long
             // before it answers "nothing new", which is how a partition's
             // end is found: keep it short, partitions are read one by one.
@@ -214,7 +243,13 @@ impl<'c> PartitionStream<'c> {
                 Some(Err(KafkaError::PartitionEOF(p))) if p == self.partition => return Ok(None),
                 // An end-of-partition event of the previously read partition.
                 Some(Err(KafkaError::PartitionEOF(_))) => continue,
-                Some(Err(e)) => return Err(kafka(self.side)(e)),
+                Some(Err(e)) => {
+                    return Err(read_error(
+                        self.side,
+                        format!("{}-{}", self.topic, self.partition),
+                        e,
+                    ))
+                }
                 Some(Ok(m)) => return Ok(Some(m)),
             }
         }
@@ -352,12 +387,7 @@ pub fn wait_for_records(
             Err(e) => return Err(e),
         }
     };
-    let consumer: BaseConsumer = side
-        .config
-        .clone()
-        .set("group.id", "eosmirror-checker")
-        .set("enable.auto.commit", "false")
-        .set("isolation.level", "read_committed")
+    let consumer: BaseConsumer = reader_config(&side.config)
         .create()
         .map_err(kafka(side.name))?;
     let mut tpl = TopicPartitionList::new();
@@ -379,7 +409,7 @@ pub fn wait_for_records(
         }
         match consumer.poll(Duration::from_millis(200)) {
             Some(Ok(_)) => seen += 1,
-            Some(Err(e)) => return Err(kafka(side.name)(e)),
+            Some(Err(e)) => return Err(read_error(side.name, topic.to_string(), e)),
             None => {}
         }
     }

@@ -79,11 +79,12 @@ pub struct Recorded {
     pub source_ends: Option<SourceEndsRecord>,
 }
 
-/// Reads the groups topic to its end (committed records only).
+/// Reads the groups topic to its end (committed records only, up to the
+/// last stable offset: an open transaction is not waited for).
 pub fn read_recorded(target: &crate::read::Side, topic: &str) -> anyhow::Result<Recorded> {
     use anyhow::Context;
     let (low, high) = target
-        .watermarks(topic, 0)
+        .stable_watermarks(topic, 0)
         .with_context(|| format!("reading {topic}: does the target hold group offsets recorded by `eosmirror run --groups.sync`?"))?;
     let mut recorded = Recorded::default();
     let reader =

@@ -258,7 +258,7 @@ impl GroupSync {
         let mut ends = Vec::new();
         let distinct: BTreeSet<&TopicPartition> = partitions.iter().collect();
         for (topic, partition) in distinct {
-            let (_, high) = side.watermarks(topic, *partition)?;
+            let (_, high) = side.stable_watermarks(topic, *partition)?;
             let position = self
                 .state
                 .checkpoint(&SourcePartition::new(topic.clone(), *partition))?

@@ -46,7 +46,9 @@ pub fn read_mappings(
 
 /// Every partition of one of eosmirror's internal topics with its offsets,
 /// or an error that says the target holds nothing eosmirror wrote under that
-/// alias.
+/// alias. Each end is the last stable offset: a transaction still open there
+/// (a running mirror's, or a killed one's until the target aborts it) is not
+/// waited for, and what it holds is not part of the history yet.
 fn internal_topic_ranges(target: &Side, topic: &str) -> anyhow::Result<Vec<(i32, i64, i64)>> {
     let partitions = match target.partition_count(topic)? {
         Some(n) => n,
@@ -54,8 +56,8 @@ fn internal_topic_ranges(target: &Side, topic: &str) -> anyhow::Result<Vec<(i32,
     };
     (0..partitions)
         .map(|p| {
-            let (low, high) = target.watermarks(topic, p)?;
-            Ok((p, low, high))
+            let (low, end) = target.stable_watermarks(topic, p)?;
+            Ok((p, low, end))
         })
         .collect()
 }

@@ -10,6 +10,7 @@ use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::error::KafkaError;
 use rdkafka::message::Message;
+use rdkafka::types::RDKafkaErrorCode;
 use rdkafka::{Offset, TopicPartitionList};
 
 pub mod record;
@@ -45,6 +46,42 @@ pub enum ReadError {
     },
 }
 
+/// Settings of every reader eosmirror opens on a partition (verify, the
+/// commands, resume). The group id only lets librdkafka track positions:
+/// nothing joins the group or commits. `auto.offset.reset=error` because
+/// librdkafka's default, `latest`, moves a reader whose next records were
+/// deleted under it (retention, DeleteRecords) to the partition's end
+/// without a word, and a read meant to find records would then find none.
+/// Such a reader reports [`is_deleted`] instead.
+pub fn reader_config(connection: &ClientConfig, group_id: &str, committed: bool) -> ClientConfig {
+    let mut config = connection.clone();
+    config
+        .set("group.id", group_id)
+        .set("enable.auto.commit", "false")
+        .set("enable.partition.eof", "false")
+        .set("auto.offset.reset", "error")
+        .set(
+            "isolation.level",
+            if committed {
+                "read_committed"
+            } else {
+                "read_uncommitted"
+            },
+        );
+    config
+}
+
+/// Whether a reader's error means the records at its position were deleted
+/// (see [`reader_config`]).
+pub fn is_deleted(error: &KafkaError) -> bool {
+    matches!(
+        error,
+        KafkaError::MessageConsumption(
+            RDKafkaErrorCode::AutoOffsetReset | RDKafkaErrorCode::OffsetOutOfRange
+        )
+    )
+}
+
 /// Where and how to read: one side's connection settings.
 #[derive(Clone)]
 pub struct Side {
@@ -60,8 +97,7 @@ pub struct Side {
 
 impl Side {
     /// A reader of `topic`-`partition` with the given isolation, assigned at
-    /// `offset`. The group id is only there so librdkafka tracks positions;
-    /// nothing joins or commits.
+    /// `offset`.
     fn consumer(
         &self,
         topic: &str,
@@ -70,25 +106,12 @@ impl Side {
         committed: bool,
     ) -> Result<BaseConsumer, ReadError> {
         let kafka = self.kafka(topic, partition);
-        let consumer: BaseConsumer = self
-            .connection
-            .clone()
-            .set("group.id", "__eosmirror.verify")
-            .set("enable.auto.commit", "false")
-            .set("enable.partition.eof", "false")
-            .set("auto.offset.reset", "error")
-            .set(
-                "isolation.level",
-                if committed {
-                    "read_committed"
-                } else {
-                    "read_uncommitted"
-                },
-            )
-            .set("queued.max.messages.kbytes", self.queue_kbytes.to_string())
-            .set("fetch.message.max.bytes", (1 << 20).to_string())
-            .create()
-            .map_err(&kafka)?;
+        let consumer: BaseConsumer =
+            reader_config(&self.connection, "__eosmirror.verify", committed)
+                .set("queued.max.messages.kbytes", self.queue_kbytes.to_string())
+                .set("fetch.message.max.bytes", (1 << 20).to_string())
+                .create()
+                .map_err(&kafka)?;
         let mut assignment = TopicPartitionList::new();
         assignment
             .add_partition_offset(topic, partition, Offset::Offset(offset))
@@ -121,10 +144,32 @@ impl Side {
             .map(|t| t.partitions().len() as i32))
     }
 
-    /// Low and high watermark (`read_uncommitted` view).
+    /// Low watermark and high watermark: the `read_uncommitted` view, whose
+    /// end counts the records of transactions still open.
     pub fn watermarks(&self, topic: &str, partition: i32) -> Result<(i64, i64), ReadError> {
+        self.list_watermarks(topic, partition, "read_uncommitted")
+    }
+
+    /// Low watermark and last stable offset: the `read_committed` view,
+    /// whose end is the first offset of the oldest transaction still open
+    /// (the high watermark when none is). Everything below it is committed
+    /// or aborted, so a `read_committed` read up to it never waits.
+    pub fn stable_watermarks(&self, topic: &str, partition: i32) -> Result<(i64, i64), ReadError> {
+        self.list_watermarks(topic, partition, "read_committed")
+    }
+
+    /// librdkafka answers a watermark query with the client's isolation
+    /// level (its default is `read_committed`), so it is always set.
+    fn list_watermarks(
+        &self,
+        topic: &str,
+        partition: i32,
+        isolation: &str,
+    ) -> Result<(i64, i64), ReadError> {
         let client: BaseConsumer = self
             .connection
+            .clone()
+            .set("isolation.level", isolation)
             .create()
             .map_err(self.kafka(topic, partition))?;
         client
@@ -133,6 +178,7 @@ impl Side {
     }
 
     /// First offset whose timestamp is at or after `ms`; `None` if none is.
+    /// Asked `read_committed`, like every read that follows it.
     pub fn offset_for_time(
         &self,
         topic: &str,
@@ -141,6 +187,8 @@ impl Side {
     ) -> Result<Option<i64>, ReadError> {
         let client: BaseConsumer = self
             .connection
+            .clone()
+            .set("isolation.level", "read_committed")
             .create()
             .map_err(self.kafka(topic, partition))?;
         let mut query = TopicPartitionList::new();
@@ -242,10 +290,7 @@ impl RangeReader {
                     self.advance_to(self.end);
                     self.done = true;
                 }
-                Some(Err(KafkaError::MessageConsumption(
-                    rdkafka::types::RDKafkaErrorCode::AutoOffsetReset
-                    | rdkafka::types::RDKafkaErrorCode::OffsetOutOfRange,
-                ))) => {
+                Some(Err(e)) if is_deleted(&e) => {
                     return Err(ReadError::Deleted {
                         side: self.side.name,
                         topic: self.topic.clone(),
@@ -294,6 +339,21 @@ pub fn first_committed(
     from: i64,
     end: i64,
 ) -> Result<Option<i64>, ReadError> {
-    let mut reader = RangeReader::open(side, topic, partition, from, end, true, Arc::default())?;
+    first_record(side, topic, partition, from, end, true)
+}
+
+/// Offset of the first record in `[from, end)` as `committed` reads (all
+/// records otherwise: those of open and aborted transactions too, but never
+/// a transaction marker), if any.
+pub fn first_record(
+    side: &Side,
+    topic: &str,
+    partition: i32,
+    from: i64,
+    end: i64,
+    committed: bool,
+) -> Result<Option<i64>, ReadError> {
+    let mut reader =
+        RangeReader::open(side, topic, partition, from, end, committed, Arc::default())?;
     Ok(reader.next_record()?.map(|r| r.offset))
 }

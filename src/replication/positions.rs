@@ -21,10 +21,11 @@ use eosmirror_state::SourcePartition;
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::error::KafkaError;
-use rdkafka::message::Message;
+use rdkafka::message::{BorrowedMessage, Message};
 use rdkafka::{Offset, TopicPartitionList};
 
 use super::progress::ProgressRecord;
+use crate::read::{is_deleted, reader_config};
 
 /// The committed position of a source partition, as the target records it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -74,6 +75,12 @@ pub enum ResumeError {
         partition: i32,
         high_watermark: i64,
         waited: Duration,
+    },
+    #[error("{topic}-{partition}: records at or after offset {from} were deleted (retention or DeleteRecords) while they were read, so what the partition holds is unknown; the read starts again at the partition's new start")]
+    Deleted {
+        topic: String,
+        partition: i32,
+        from: i64,
     },
     #[error("position topic {topic} holds an unreadable record at offset {offset}: {reason}")]
     Corrupt {
@@ -133,29 +140,28 @@ pub fn read_lane_positions(
                 waited: stall_limit,
             });
         }
-        match reader.poll(Duration::from_millis(100)) {
-            None => {}
-            Some(Err(e)) => return Err(kafka(e)),
-            Some(Ok(message)) => {
-                let offset = message.offset();
-                let record = ProgressRecord::decode(message.payload().unwrap_or_default())
-                    .map_err(|e| ResumeError::Corrupt {
-                        topic: position_topic.to_string(),
-                        offset,
-                        reason: e.to_string(),
-                    })?;
-                if record.instance != instance {
-                    found.newest_foreign_offset = offset;
+        let Some(message) = next_message(&reader, position_topic, partition, start)? else {
+            continue;
+        };
+        let offset = message.offset();
+        let record =
+            ProgressRecord::decode(message.payload().unwrap_or_default()).map_err(|e| {
+                ResumeError::Corrupt {
+                    topic: position_topic.to_string(),
+                    offset,
+                    reason: e.to_string(),
                 }
-                found.latest.insert(
-                    record.source.clone(),
-                    ResumePosition {
-                        record,
-                        position_offset: offset,
-                    },
-                );
-            }
+            })?;
+        if record.instance != instance {
+            found.newest_foreign_offset = offset;
         }
+        found.latest.insert(
+            record.source.clone(),
+            ResumePosition {
+                record,
+                position_offset: offset,
+            },
+        );
     }
 }
 
@@ -215,10 +221,8 @@ pub fn target_has_committed_records(
                 waited: stall_limit,
             });
         }
-        match reader.poll(Duration::from_millis(100)) {
-            None => {}
-            Some(Ok(_)) => return Ok(true),
-            Some(Err(e)) => return Err(kafka(e)),
+        if next_message(&reader, topic, partition, low)?.is_some() {
+            return Ok(true);
         }
     }
 }
@@ -242,7 +246,8 @@ fn watermarks(
 }
 
 /// A reader of one partition from `offset` in `view`, whose position can be
-/// asked for.
+/// asked for; records deleted under it are an error (see [`reader_config`]),
+/// never an empty read.
 fn partition_reader(
     target: &ClientConfig,
     topic: &str,
@@ -250,24 +255,136 @@ fn partition_reader(
     offset: i64,
     view: View,
 ) -> Result<BaseConsumer, KafkaError> {
-    let isolation = match view {
-        View::Committed => "read_committed",
-        View::Written => "read_uncommitted",
-    };
-    let reader: BaseConsumer = target
-        .clone()
-        .set("isolation.level", isolation)
-        .set("enable.partition.eof", "false")
-        // Never start at the end: a retention race must fail the read, not
-        // read as "no records".
-        .set("auto.offset.reset", "error")
-        // librdkafka tracks positions only for clients with a group id; the
-        // group is never joined and nothing is committed.
-        .set("group.id", "__eosmirror.position-reader")
-        .set("enable.auto.commit", "false")
-        .create()?;
+    let reader: BaseConsumer = reader_config(
+        target,
+        "__eosmirror.position-reader",
+        view == View::Committed,
+    )
+    .create()?;
     let mut assignment = TopicPartitionList::new();
     assignment.add_partition_offset(topic, partition, Offset::Offset(offset))?;
     reader.assign(&assignment)?;
     Ok(reader)
+}
+
+/// The reader's next message; records deleted under it become
+/// [`ResumeError::Deleted`].
+fn next_message<'a>(
+    reader: &'a BaseConsumer,
+    topic: &str,
+    partition: i32,
+    from: i64,
+) -> Result<Option<BorrowedMessage<'a>>, ResumeError> {
+    match reader.poll(Duration::from_millis(100)) {
+        None => Ok(None),
+        Some(Ok(message)) => Ok(Some(message)),
+        Some(Err(e)) if is_deleted(&e) => Err(ResumeError::Deleted {
+            topic: topic.to_string(),
+            partition,
+            from,
+        }),
+        Some(Err(e)) => Err(ResumeError::Kafka {
+            topic: topic.to_string(),
+            source: e,
+        }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! librdkafka's mock cluster stands in for the retention race: a Fetch
+    //! answered with OFFSET_OUT_OF_RANGE is what a reader sees when the
+    //! records it was sent to were deleted after it took the watermarks.
+
+    use rdkafka::mocking::MockCluster;
+    use rdkafka::producer::{BaseProducer, BaseRecord, DefaultProducerContext, Producer};
+    use rdkafka::types::{RDKafkaApiKey, RDKafkaRespErr};
+
+    use super::*;
+
+    const TIMEOUT: Duration = Duration::from_secs(10);
+
+    /// A one-broker mock cluster whose `topic` holds `records`, and a
+    /// connection to it.
+    fn cluster_with(
+        topic: &str,
+        records: &[(Vec<u8>, Vec<u8>)],
+    ) -> (MockCluster<'static, DefaultProducerContext>, ClientConfig) {
+        let cluster = MockCluster::new(1).expect("mock cluster");
+        cluster.create_topic(topic, 1, 1).expect("mock topic");
+        let mut connection = ClientConfig::new();
+        connection.set("bootstrap.servers", cluster.bootstrap_servers());
+        let producer: BaseProducer = connection.create().expect("producer");
+        for (key, value) in records {
+            producer
+                .send(BaseRecord::to(topic).partition(0).key(key).payload(value))
+                .expect("queue record");
+        }
+        producer.flush(TIMEOUT).expect("flush");
+        (cluster, connection)
+    }
+
+    fn records_deleted_under_the_next_fetch(cluster: &MockCluster<'_, DefaultProducerContext>) {
+        cluster.request_errors(
+            RDKafkaApiKey::Fetch,
+            &[RDKafkaRespErr::RD_KAFKA_RESP_ERR_OFFSET_OUT_OF_RANGE],
+        );
+    }
+
+    #[test]
+    fn records_deleted_under_the_target_check_are_reported_as_deleted() {
+        let records = vec![(b"k".to_vec(), b"v".to_vec()); 3];
+        let (cluster, connection) = cluster_with("data", &records);
+        let watermarks = watermark_client(&connection).unwrap();
+        assert!(
+            target_has_committed_records(&connection, &watermarks, "data", 0, TIMEOUT).unwrap()
+        );
+
+        records_deleted_under_the_next_fetch(&cluster);
+        match target_has_committed_records(&connection, &watermarks, "data", 0, TIMEOUT) {
+            Err(ResumeError::Deleted {
+                topic, partition, ..
+            }) => {
+                assert_eq!((topic.as_str(), partition), ("data", 0))
+            }
+            other => panic!("expected a deletion error, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn records_deleted_under_the_position_read_are_reported_as_deleted() {
+        let source = SourcePartition::new("orders", 3);
+        let record = ProgressRecord {
+            source: source.clone(),
+            runs: Vec::new(),
+            next_source_offset: 15,
+            next_target_offset: 9,
+            instance: 42,
+            committed_at_ms: 1_700_000_000_000,
+        };
+        let (cluster, connection) = cluster_with(
+            "positions",
+            &[(ProgressRecord::key(&source), record.encode())],
+        );
+        let read = || {
+            read_lane_positions(
+                &connection,
+                "positions",
+                0,
+                None,
+                View::Committed,
+                7,
+                TIMEOUT,
+            )
+        };
+        let found = read().unwrap();
+        assert_eq!(found.latest[&source].record, record);
+        assert_eq!(found.newest_foreign_offset, 0, "instance 42 is not 7");
+
+        records_deleted_under_the_next_fetch(&cluster);
+        match read() {
+            Err(ResumeError::Deleted { topic, .. }) => assert_eq!(topic, "positions"),
+            other => panic!("expected a deletion error, got {other:?}"),
+        }
+    }
 }

@@ -6,7 +6,9 @@
 use super::range::Range;
 use crate::offsets::mapping::OffsetMap;
 
-/// A partition's first and next offset (`read_uncommitted` view).
+/// A partition's first offset and the end of what is checked: the source's
+/// last stable offset (committed data), the target's high watermark in
+/// mapped mode (verify waits for the transactions below it to end).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Watermarks {
     pub low: i64,

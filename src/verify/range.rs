@@ -14,80 +14,44 @@ pub enum Range {
     Last(u64),
 }
 
-/// A `--since` value that is neither epoch milliseconds nor RFC 3339.
+/// A `--since` value that is not a time.
 #[derive(Debug, thiserror::Error)]
-#[error("--since {0:?}: expected milliseconds since the epoch (1796025600000) or an RFC 3339 time (2026-11-30T08:00:00Z, 2026-11-30T09:00:00+01:00)")]
-pub struct BadTime(String);
+pub enum BadTime {
+    #[error("--since {0:?}: expected milliseconds since the epoch (1796025600000) or an RFC 3339 time (2026-11-30T08:00:00Z, 2026-11-30T09:00:00+01:00)")]
+    Format(String),
+    /// RFC 3339 in form, but no such time (31 February, hour 25, ...).
+    #[error("--since {text:?}: no such time ({reason}); expected milliseconds since the epoch (1796025600000) or an RFC 3339 time (2026-11-30T08:00:00Z, 2026-11-30T09:00:00+01:00)")]
+    Invalid { text: String, reason: String },
+}
+
+/// RFC 3339's `date-time`: jiff also reads looser forms (no seconds, basic
+/// format, bracketed time zones, offsets up to 25 hours), which `--since`
+/// does not promise, so the form is checked here and the calendar by jiff.
+fn rfc3339_form() -> &'static regex::Regex {
+    static FORM: std::sync::OnceLock<regex::Regex> = std::sync::OnceLock::new();
+    FORM.get_or_init(|| {
+        regex::Regex::new(
+            r"^[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt ][0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]+)?([Zz]|[+-]([01][0-9]|2[0-3]):[0-5][0-9])$",
+        )
+        .expect("a valid regex")
+    })
+}
 
 /// Parses epoch milliseconds or an RFC 3339 time into epoch milliseconds.
+/// Digits past the millisecond are dropped.
 pub fn parse_time(text: &str) -> Result<i64, BadTime> {
-    let bad = || BadTime(text.to_string());
     let t = text.trim();
     if let Ok(ms) = t.parse::<i64>() {
         return Ok(ms);
     }
-    let b = t.as_bytes();
-    if b.len() < 20
-        || b[4] != b'-'
-        || b[7] != b'-'
-        || !matches!(b[10], b'T' | b't' | b' ')
-        || b[13] != b':'
-        || b[16] != b':'
-    {
-        return Err(bad());
+    if !rfc3339_form().is_match(t) {
+        return Err(BadTime::Format(text.to_string()));
     }
-    let num =
-        |r: std::ops::Range<usize>| t.get(r).and_then(|s| s.parse::<i64>().ok()).ok_or_else(bad);
-    let (year, month, day) = (num(0..4)?, num(5..7)?, num(8..10)?);
-    let (hour, minute, second) = (num(11..13)?, num(14..16)?, num(17..19)?);
-    if !(1..=12).contains(&month)
-        || !(1..=31).contains(&day)
-        || hour > 23
-        || minute > 59
-        || second > 60
-    {
-        return Err(bad());
-    }
-    let mut rest = &t[19..];
-    let mut millis = 0;
-    if let Some(fraction) = rest.strip_prefix('.') {
-        let digits = fraction.bytes().take_while(u8::is_ascii_digit).count();
-        if digits == 0 {
-            return Err(bad());
-        }
-        let ms: String = fraction[..digits]
-            .chars()
-            .chain("000".chars())
-            .take(3)
-            .collect();
-        millis = ms.parse::<i64>().map_err(|_| bad())?;
-        rest = &fraction[digits..];
-    }
-    let offset_minutes = match rest {
-        "Z" | "z" => 0,
-        _ if rest.len() == 6 && matches!(&rest[..1], "+" | "-") && &rest[3..4] == ":" => {
-            let h = rest[1..3].parse::<i64>().map_err(|_| bad())?;
-            let m = rest[4..6].parse::<i64>().map_err(|_| bad())?;
-            let sign = if rest.starts_with('-') { -1 } else { 1 };
-            sign * (h * 60 + m)
-        }
-        _ => return Err(bad()),
-    };
-    let days = days_from_civil(year, month, day);
-    let seconds = days * 86_400 + hour * 3600 + minute * 60 + second - offset_minutes * 60;
-    Ok(seconds * 1000 + millis)
-}
-
-/// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's
-/// algorithm).
-fn days_from_civil(year: i64, month: i64, day: i64) -> i64 {
-    let y = if month <= 2 { year - 1 } else { year };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let mp = (month + 9) % 12;
-    let doy = (153 * mp + 2) / 5 + day - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
+    let time: jiff::Timestamp = t.parse().map_err(|e: jiff::Error| BadTime::Invalid {
+        text: text.to_string(),
+        reason: e.to_string(),
+    })?;
+    Ok(time.as_millisecond())
 }
 
 /// Which side a `--start` names.
@@ -147,15 +111,57 @@ mod tests {
             parse_time("2000-02-29T00:00:00-00:30").unwrap(),
             951_784_200_000
         );
+        assert_eq!(
+            parse_time("2024-02-29t23:59:59.123456z").unwrap(),
+            1_709_251_199_123
+        );
+        assert_eq!(
+            parse_time("2024-12-31 23:00:00-01:00").unwrap(),
+            1_735_689_600_000
+        );
         for bad in [
             "",
             "yesterday",
             "2026-11-30",
-            "2026-13-01T00:00:00Z",
             "2026-11-30T08:00:00",
+            "2026-11-30T08:00Z",
+            "20261130T080000Z",
+            "2026-11-30T08:00:00Z[UTC]",
+            "2026-11-30T08:00:00+0100",
+            "2026-11-30T08:00:00+24:00",
         ] {
-            assert!(parse_time(bad).is_err(), "{bad}");
+            assert!(matches!(parse_time(bad), Err(BadTime::Format(_))), "{bad}");
         }
+    }
+
+    #[test]
+    fn times_that_do_not_exist_are_refused() {
+        for bad in [
+            "2026-02-31T00:00:00Z",
+            "2026-02-29T00:00:00Z",
+            "1900-02-29T00:00:00Z",
+            "2026-04-31T00:00:00Z",
+            "2026-11-30T25:00:00Z",
+            "2026-11-30T24:00:00Z",
+            "2026-11-30T08:60:00Z",
+            "2026-13-01T00:00:00Z",
+            "2026-00-10T00:00:00Z",
+            "2026-11-00T00:00:00Z",
+        ] {
+            let e = parse_time(bad).expect_err(bad);
+            assert!(matches!(e, BadTime::Invalid { .. }), "{bad}: {e}");
+            assert!(
+                e.to_string()
+                    .starts_with(&format!("--since {bad:?}: no such time (")),
+                "{e}"
+            );
+        }
+        // Leap years: every fourth, not centuries, but every fourth century.
+        assert_eq!(parse_time("2000-02-29T00:00:00Z").unwrap(), 951_782_400_000);
+        assert_eq!(
+            parse_time("2028-02-29T00:00:00Z").unwrap(),
+            1_835_395_200_000
+        );
     }
 
     #[test]

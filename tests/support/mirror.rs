@@ -3,6 +3,7 @@
 
 use std::collections::BTreeMap;
 use std::fs;
+use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -111,14 +112,8 @@ impl MirrorSetup {
     /// this setup's files and alias plus `args`, to completion; returns the
     /// exit code, stdout and stderr.
     pub fn command(&self, command: &str, args: &[&str]) -> (i32, String, String) {
-        let out = Command::new(env!("CARGO_BIN_EXE_eosmirror"))
-            .arg(command)
-            .arg("--consumer.config")
-            .arg(&self.consumer_config)
-            .arg("--producer.config")
-            .arg(&self.producer_config)
-            .args(["--source.alias", &self.alias])
-            .args(args)
+        let out = self
+            .command_line(command, args)
             .output()
             .expect("run eosmirror");
         (
@@ -126,6 +121,53 @@ impl MirrorSetup {
             String::from_utf8_lossy(&out.stdout).into_owned(),
             String::from_utf8_lossy(&out.stderr).into_owned(),
         )
+    }
+
+    /// Like [`MirrorSetup::command`], handing each log line (stderr) to
+    /// `on_log` as soon as the command writes it, so a test can act at a
+    /// known step of the command.
+    pub fn command_watching(
+        &self,
+        command: &str,
+        args: &[&str],
+        mut on_log: impl FnMut(&str),
+    ) -> (i32, String, String) {
+        let mut child = self
+            .command_line(command, args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start eosmirror");
+        let mut stdout = child.stdout.take().expect("piped stdout");
+        let reading = std::thread::spawn(move || {
+            let mut out = String::new();
+            stdout.read_to_string(&mut out).map(|_| out)
+        });
+        let mut stderr = String::new();
+        for line in BufReader::new(child.stderr.take().expect("piped stderr")).lines() {
+            let line = line.expect("read eosmirror's stderr");
+            on_log(&line);
+            stderr.push_str(&line);
+            stderr.push('\n');
+        }
+        let status = child.wait().expect("wait for eosmirror");
+        let stdout = reading
+            .join()
+            .expect("stdout reader")
+            .expect("read eosmirror's stdout");
+        (status.code().unwrap_or(-1), stdout, stderr)
+    }
+
+    fn command_line(&self, command: &str, args: &[&str]) -> Command {
+        let mut line = Command::new(env!("CARGO_BIN_EXE_eosmirror"));
+        line.arg(command)
+            .arg("--consumer.config")
+            .arg(&self.consumer_config)
+            .arg("--producer.config")
+            .arg(&self.producer_config)
+            .args(["--source.alias", &self.alias])
+            .args(args);
+        line
     }
 
     /// Runs eosmirror to completion (for commands expected to exit by

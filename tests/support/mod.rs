@@ -190,6 +190,19 @@ pub enum TxnOutcome {
     Abort,
 }
 
+/// A producer transaction left open by [`Cluster::open_transaction`].
+pub struct OpenTransaction {
+    producer: ThreadedProducer<DefaultProducerContext>,
+}
+
+impl OpenTransaction {
+    pub fn commit(self) {
+        self.producer
+            .commit_transaction(BROKER_TIMEOUT)
+            .expect("commit the open transaction");
+    }
+}
+
 /// A record to write, with every field Kafka carries.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TestRecord {
@@ -377,6 +390,29 @@ impl Cluster {
                 producer.abort_transaction(BROKER_TIMEOUT).expect("abort")
             }
         }
+    }
+
+    /// Begins a transaction, writes `records` in it (flushed: they are in
+    /// the log, past the last stable offset) and leaves it open, as a
+    /// two-phase-commit sink between checkpoints does. Dropping the handle
+    /// without [`OpenTransaction::commit`] leaves it to the broker's
+    /// transaction timeout (5 minutes).
+    pub fn open_transaction(&self, topic: &str, records: &[TestRecord]) -> OpenTransaction {
+        let mut config = self.client_config();
+        config
+            .set("transactional.id", unique_name("testbed-open-txn"))
+            .set("transaction.timeout.ms", "300000");
+        let producer: ThreadedProducer<DefaultProducerContext> =
+            config.create().expect("create transactional producer");
+        producer
+            .init_transactions(BROKER_TIMEOUT)
+            .expect("init_transactions");
+        producer.begin_transaction().expect("begin_transaction");
+        send_all(&producer, topic, records);
+        producer
+            .flush(BROKER_TIMEOUT)
+            .expect("flush the open transaction");
+        OpenTransaction { producer }
     }
 
     /// Reads every partition of `topic` from the beginning up to its high

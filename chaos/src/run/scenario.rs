@@ -1053,6 +1053,8 @@ fn first_record_from(
         .set("group.id", "eosmirror-chaos-group-check")
         .set("enable.auto.commit", "false")
         .set("enable.partition.eof", "true")
+        // Records deleted under the reader are an error, never "the end".
+        .set("auto.offset.reset", "error")
         .set("isolation.level", "read_committed")
         .create()?;
     let mut tpl = TopicPartitionList::new();

@@ -129,6 +129,8 @@ fn read(shared: &Shared, target: &ClusterSpec, topic: &str, partitions: i32) {
         .client_config()
         .set("group.id", "eosmirror-chaos-checker")
         .set("enable.auto.commit", "false")
+        // Records deleted under the tail are reported, not skipped silently.
+        .set("auto.offset.reset", "error")
         .set("isolation.level", "read_committed")
         .create()
     {
