@@ -234,23 +234,9 @@ impl Worker {
             if self.shutdown.load(Ordering::Relaxed) {
                 return Ok(false);
             }
-            match read_resume_position(
-                &self.settings.target_reader,
-                &self.settings.internal_topics.position,
-                &self.partition,
-                Some(known.max(0)),
-                call_timeout(&self.settings),
-            ) {
-                Ok(Some(latest))
-                    if latest.position_offset > known
-                        && latest.record.instance != self.settings.instance =>
-                {
-                    tracing::error!(partition = %self.partition, position_offset = latest.position_offset, "another instance claimed this partition after this one's last commit; stopping it without re-initialising (that would fence the new owner)");
-                    return Err(WorkerError::Fenced {
-                        source_partition: self.partition.clone(),
-                    });
-                }
-                Ok(_) => return Ok(true),
+            match self.claimed_by_another(known) {
+                Ok(true) => return Err(self.taken_over()),
+                Ok(false) => return Ok(true),
                 Err(e) => {
                     m::worker_restarted(&self.partition, "ownership_check");
                     let wait = backoff.next();
@@ -258,6 +244,28 @@ impl Worker {
                     self.sleep_unless_shutdown(wait);
                 }
             }
+        }
+    }
+
+    /// Whether another instance wrote a position record for the partition
+    /// after the one at offset `known`.
+    fn claimed_by_another(&self, known: i64) -> Result<bool, super::resume::ResumeError> {
+        let latest = read_resume_position(
+            &self.settings.target_reader,
+            &self.settings.internal_topics.position,
+            &self.partition,
+            Some(known.max(0)),
+            call_timeout(&self.settings),
+        )?;
+        Ok(latest.is_some_and(|latest| {
+            latest.position_offset > known && latest.record.instance != self.settings.instance
+        }))
+    }
+
+    fn taken_over(&self) -> WorkerError {
+        tracing::error!(partition = %self.partition, "another instance claimed this partition after this one's last commit; stopping it without touching the partition again (re-initialising or aborting would fence the new owner)");
+        WorkerError::Fenced {
+            source_partition: self.partition.clone(),
         }
     }
 
@@ -539,6 +547,21 @@ impl Session<'_> {
                 Disposition::AbortBatch | Disposition::Retriable => {
                     m::transaction_aborted(partition);
                     let wait = abort_backoff.next();
+                    // An abort can bump the producer epoch (librdkafka does
+                    // after timed-out deliveries, KIP-360), and the broker
+                    // may take a thawed zombie's bump for a retry of the new
+                    // owner's: check ownership first (invariant 4).
+                    let known = self.worker.known_position.get().unwrap_or(-1);
+                    match self.worker.claimed_by_another(known) {
+                        Ok(false) => {}
+                        Ok(true) => return Err(self.worker.taken_over()),
+                        Err(e) => {
+                            return Ok(self.restart(
+                                "ownership_check",
+                                format!("{}; then reading the position: {e}", failure.detail),
+                            ))
+                        }
+                    }
                     tracing::warn!(%partition, detail = %failure.detail, next_source_offset = self.committed.next_source_offset, retry_in_ms = wait.as_millis() as u64, "aborting transaction; the batch will be re-read from the source");
                     if let Err(e) = self
                         .producer
