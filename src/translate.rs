@@ -136,11 +136,15 @@ pub fn translate_offsets(
     let side = target.side(MAPPING_QUEUE_KBYTES, Duration::from_secs(120));
     let wanted: BTreeSet<TopicPartition> = offsets.keys().cloned().collect();
     let topics = InternalTopics::for_alias(alias);
-    let (mut maps, truncated) = read_mappings(&side, &topics.progress, &wanted)?;
     // A partition idle for longer than the progress topic's retention has
     // no mapping left there, but the compacted position topic keeps its
     // replicated tail for ever: groups caught up on it still translate.
-    for (key, position) in read_positions(&side, &topics.position, &wanted)? {
+    // Positions are read *before* the history: a tail newer than the runs
+    // read would skip the records of the commits in between, while an older
+    // one is overtaken by the history's own tail (the map keeps the newest).
+    let positions = read_positions(&side, &topics.position, &wanted)?;
+    let (mut maps, truncated) = read_mappings(&side, &topics.progress, &wanted)?;
+    for (key, position) in positions {
         maps.entry(key).or_default().add(
             &[],
             position.next_source_offset,
