@@ -21,6 +21,7 @@ use crate::replication::progress::InternalTopics;
 use crate::replication::supervisor::{self, SupervisorSettings};
 use crate::replication::throttle::{self, Throttle, ThrottleLimits};
 use crate::shutdown::Shutdown;
+use crate::topics::internal::ToolConnection;
 use crate::topics::target::TargetTopicOptions;
 
 /// How long start-up waits for a cluster to answer.
@@ -220,6 +221,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         instance: instance_id(),
         throttle,
     });
+    let tools = ToolConnection::new(&target_connection, &args.connection.producer_config);
     let supervisor_settings = SupervisorSettings {
         source_admin: source_connection,
         target_admin: target_connection,
@@ -229,6 +231,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
             add_partitions: args.target_add_partitions,
             progress_retention: Duration::from_millis(args.progress_retention_ms),
             layout,
+            tools,
         },
         refresh_interval: Duration::from_millis(args.refresh_interval_ms),
         memory_limit_bytes: args.max_memory_bytes,

@@ -5,7 +5,7 @@
 //! It is the only async part of replication. Metadata calls block, so they
 //! run on the blocking pool; lanes run on threads of their own.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -20,8 +20,9 @@ use super::limits::BufferBudget;
 use crate::metrics as m;
 use crate::shutdown::Shutdown;
 use crate::topics::filter::TopicFilter;
+use crate::topics::internal::Finding;
 use crate::topics::target::{
-    partition_counts, prepare_target, select, TargetTopicOptions, TopicError,
+    cluster_metadata, partition_counts, prepare_target, select, TargetTopicOptions, TopicError,
 };
 
 /// Everything the supervisor needs besides the worker settings.
@@ -70,10 +71,19 @@ pub async fn run(
     let mut known: HashMap<SourcePartition, Lane> = HashMap::new();
     let mut first_error: Option<RunError> = None;
     let mut first_refresh = true;
+    // Internal-topic warnings already logged: each once per process, not at
+    // every refresh.
+    let mut warned: HashSet<Finding> = HashSet::new();
 
     while !shutdown.requested() {
         match refresh(&settings, &workers).await {
-            Ok(partitions) => {
+            Ok((partitions, warnings)) => {
+                for warning in warnings {
+                    if !warned.contains(&warning) {
+                        tracing::warn!("{warning}");
+                        warned.insert(warning);
+                    }
+                }
                 let mut by_lane: BTreeMap<Lane, Vec<SourcePartition>> = BTreeMap::new();
                 for partition in partitions {
                     let lane = layout.lane_of(&partition);
@@ -114,7 +124,12 @@ pub async fn run(
             // At start-up a bad topic setup is the user's to fix now; later
             // it is just as wrong, so both stop the run.
             Err(
-                e @ RunError::Topics(TopicError::TooFewPartitions(_) | TopicError::Layout { .. }),
+                e @ RunError::Topics(
+                    TopicError::TooFewPartitions(_)
+                    | TopicError::Layout { .. }
+                    | TopicError::InternalTopics(_)
+                    | TopicError::InternalTopicsNotDescribable { .. },
+                ),
             ) => {
                 first_error = Some(e);
                 break;
@@ -177,18 +192,19 @@ pub async fn run(
     }
 }
 
-/// Lists source partitions to replicate and makes the target ready for them.
+/// Lists source partitions to replicate and makes the target ready for
+/// them; also returns the warnings about existing internal topics.
 async fn refresh(
     settings: &SupervisorSettings,
     workers: &WorkerSettings,
-) -> Result<Vec<SourcePartition>, RunError> {
+) -> Result<(Vec<SourcePartition>, Vec<Finding>), RunError> {
     let timeout = settings.metadata_timeout;
     let source_admin = settings.source_admin.clone();
     let target_admin = settings.target_admin.clone();
-    let (source_counts, target_counts) = tokio::task::spawn_blocking(move || {
+    let (source_counts, target_metadata) = tokio::task::spawn_blocking(move || {
         Ok::<_, TopicError>((
             partition_counts(&source_admin, "source", timeout)?,
-            partition_counts(&target_admin, "target", timeout)?,
+            cluster_metadata(&target_admin, "target", timeout)?,
         ))
     })
     .await
@@ -197,17 +213,18 @@ async fn refresh(
     if topics.is_empty() {
         tracing::warn!("no source topic matches --include/--exclude yet");
     }
-    prepare_target(
+    let warnings = prepare_target(
         &settings.source_admin,
         &settings.target_admin,
         &topics,
-        &target_counts,
+        &target_metadata,
         &workers.internal_topics,
         &settings.target_topics,
     )
     .await?;
-    Ok(topics
+    let partitions = topics
         .iter()
         .flat_map(|t| (0..t.partitions).map(move |p| SourcePartition::new(&t.name, p)))
-        .collect())
+        .collect();
+    Ok((partitions, warnings))
 }

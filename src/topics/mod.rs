@@ -1,4 +1,5 @@
 //! Source topic selection and target topic preparation.
 
 pub mod filter;
+pub mod internal;
 pub mod target;

@@ -3,7 +3,8 @@
 //! eosmirror's internal topics.
 //!
 //! Everything is checked before anything is created, so bad input (a target
-//! topic with fewer partitions than its source) leaves the target untouched.
+//! topic with fewer partitions than its source, an internal topic set up to
+//! lose positions: see [`super::internal`]) leaves the target untouched.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -19,6 +20,7 @@ use rdkafka::error::KafkaError;
 use rdkafka::types::RDKafkaErrorCode;
 
 use super::filter::TopicFilter;
+use super::internal::{self, Finding, Needs, ToolConnection};
 use crate::replication::layout::Layout;
 use crate::replication::progress::InternalTopics;
 
@@ -65,6 +67,15 @@ pub enum TopicError {
         partitions: i32,
         lanes: u32,
     },
+    #[error("eosmirror's internal topic(s) on the target are set up to lose what eosmirror keeps there, or to refuse its writes: {}; nothing was created or changed", .0.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "))]
+    InternalTopics(Vec<Finding>),
+    #[error("checking the settings of eosmirror's internal topic(s) {topics} on the target: DescribeConfigs was denied ({code}). Allow it for eosmirror's target user, e.g. `kafka-acls.sh {tools} --add --allow-principal User:<user> --operation DescribeConfigs --topic __eosmirror. --resource-pattern-type prefixed`; nothing was created or changed")]
+    InternalTopicsNotDescribable {
+        topics: String,
+        code: RDKafkaErrorCode,
+        /// The rendered tool connection, for the command.
+        tools: String,
+    },
     #[error("{operation} for topic {topic} on the {cluster} cluster failed: {reason}")]
     Admin {
         operation: &'static str,
@@ -86,6 +97,23 @@ pub struct TargetTopicOptions {
     /// The deployment's layout: the progress and position topics get one
     /// partition per lane.
     pub layout: Layout,
+    /// How Kafka's tools reach the target, for the fixes errors name.
+    pub tools: ToolConnection,
+}
+
+/// Partition count and replication factor of one topic.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TopicShape {
+    pub partitions: i32,
+    /// Fewest replicas of any of its partitions.
+    pub replication_factor: i32,
+}
+
+/// A cluster's topics and broker count, from one metadata request.
+#[derive(Debug, Clone, Default)]
+pub struct ClusterMetadata {
+    pub topics: BTreeMap<String, TopicShape>,
+    pub brokers: usize,
 }
 
 /// Partition counts per topic as one cluster's metadata reports them.
@@ -95,17 +123,46 @@ pub fn partition_counts(
     cluster: &'static str,
     timeout: Duration,
 ) -> Result<BTreeMap<String, i32>, TopicError> {
+    Ok(cluster_metadata(client, cluster, timeout)?
+        .topics
+        .into_iter()
+        .map(|(name, shape)| (name, shape.partitions))
+        .collect())
+}
+
+/// Topics (partitions, replication factor) and brokers as one cluster's
+/// metadata reports them. Blocking; call from a blocking thread.
+pub fn cluster_metadata(
+    client: &ClientConfig,
+    cluster: &'static str,
+    timeout: Duration,
+) -> Result<ClusterMetadata, TopicError> {
     let metadata_error = |source| TopicError::Metadata { cluster, source };
     let consumer: BaseConsumer = client.create().map_err(metadata_error)?;
     let metadata = consumer
         .fetch_metadata(None, timeout)
         .map_err(metadata_error)?;
-    Ok(metadata
+    let topics = metadata
         .topics()
         .iter()
         .filter(|t| t.error().is_none())
-        .map(|t| (t.name().to_string(), t.partitions().len() as i32))
-        .collect())
+        .map(|t| {
+            let shape = TopicShape {
+                partitions: t.partitions().len() as i32,
+                replication_factor: t
+                    .partitions()
+                    .iter()
+                    .map(|p| p.replicas().len() as i32)
+                    .min()
+                    .unwrap_or(0),
+            };
+            (t.name().to_string(), shape)
+        })
+        .collect();
+    Ok(ClusterMetadata {
+        topics,
+        brokers: metadata.brokers().len(),
+    })
 }
 
 /// The source topics the filter selects.
@@ -124,21 +181,24 @@ pub fn select(counts: &BTreeMap<String, i32>, filter: &TopicFilter) -> Vec<Sourc
 type InternalSpec<'a> = (&'a str, i32, Vec<(&'a str, &'a str)>);
 
 /// Creates or extends target topics so that every source partition has a
-/// same-numbered target partition, and creates the internal topics.
+/// same-numbered target partition, and creates the internal topics. Checks
+/// the internal topics that exist first ([`internal::check_existing`]);
+/// returns its warnings, which do not stop the run.
 pub async fn prepare_target(
     source: &ClientConfig,
     target: &ClientConfig,
     topics: &[SourceTopic],
-    target_counts: &BTreeMap<String, i32>,
+    target_metadata: &ClusterMetadata,
     internal: &InternalTopics,
     options: &TargetTopicOptions,
-) -> Result<(), TopicError> {
+) -> Result<Vec<Finding>, TopicError> {
+    let partitions_on_target = |name: &str| target_metadata.topics.get(name).map(|t| t.partitions);
     let mut missing = Vec::new();
     let mut too_few = Vec::new();
     for topic in topics {
-        match target_counts.get(&topic.name) {
+        match partitions_on_target(&topic.name) {
             None => missing.push(topic),
-            Some(&n) if n < topic.partitions => {
+            Some(n) if n < topic.partitions => {
                 too_few.push((topic.name.clone(), topic.partitions, n))
             }
             Some(_) => {}
@@ -149,7 +209,7 @@ pub async fn prepare_target(
     }
     let lanes = options.layout.internal_partitions();
     for topic in [&internal.progress, &internal.position] {
-        if let Some(&partitions) = target_counts.get(topic) {
+        if let Some(partitions) = partitions_on_target(topic) {
             if partitions != lanes {
                 return Err(TopicError::Layout {
                     topic: topic.clone(),
@@ -163,6 +223,20 @@ pub async fn prepare_target(
     let source_admin = admin(source, "source")?;
     let target_admin = admin(target, "target")?;
     let admin_options = AdminOptions::new().operation_timeout(Some(Duration::from_secs(30)));
+
+    let needs = Needs {
+        progress_retention: options.progress_retention,
+        target_brokers: target_metadata.brokers,
+        tools: &options.tools,
+    };
+    let (refusals, warnings): (Vec<Finding>, Vec<Finding>) =
+        internal::check_existing(&target_admin, internal, target_metadata, &needs)
+            .await?
+            .into_iter()
+            .partition(Finding::refuses);
+    if !refusals.is_empty() {
+        return Err(TopicError::InternalTopics(refusals));
+    }
 
     let mut new_topics = Vec::new();
     for topic in &missing {
@@ -212,7 +286,7 @@ pub async fn prepare_target(
         creations.push(new);
     }
     for (name, partitions, settings) in &internal_specs {
-        if target_counts.contains_key(*name) {
+        if target_metadata.topics.contains_key(*name) {
             continue;
         }
         let mut new = NewTopic::new(
@@ -260,7 +334,7 @@ pub async fn prepare_target(
             }
         }
     }
-    Ok(())
+    Ok(warnings)
 }
 
 fn admin(
