@@ -147,6 +147,10 @@ fn a_thousand_partitions_copy_exactly_through_kill_and_zombie() {
             "{who} instance ran {n} threads for 4 lanes"
         );
     }
+    // 1,000 partitions on each single-broker test cluster weigh on every
+    // later test.
+    bed.source.delete_topic(&topic);
+    bed.target.delete_topic(&topic);
 }
 
 /// The lane count is fixed for a deployment: a later run with another count

@@ -582,6 +582,23 @@ impl Cluster {
         );
     }
 
+    /// Deletes `topic` (a test's large topic, so later tests do not pay for
+    /// its partitions); waits until the metadata no longer lists it.
+    pub fn delete_topic(&self, topic: &str) {
+        let options = AdminOptions::new().operation_timeout(Some(BROKER_TIMEOUT));
+        let results = block_on(self.admin().delete_topics(&[topic], &options))
+            .unwrap_or_else(|e| panic!("{}: delete topic {topic}: {e}", self.name));
+        for result in results {
+            if let Err((topic, code)) = result {
+                panic!("{}: delete topic {topic}: {code}", self.name);
+            }
+        }
+        let deadline = Instant::now() + BROKER_TIMEOUT;
+        while self.partition_count(topic).is_some() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
     /// Low and high watermark of `topic`/`partition`.
     pub fn watermarks(&self, topic: &str, partition: i32) -> (i64, i64) {
         let consumer: BaseConsumer = self.client_config().create().expect("create consumer");
