@@ -85,6 +85,11 @@ fn failover_applies_recorded_offsets_and_reports_what_was_not_replicated() {
             "1",
             "--throttle.records.per.sec",
             "2",
+            // The instance is killed below, possibly with a transaction
+            // open: the target aborts it after this long, so reading the
+            // copy does not wait out the default minute.
+            "--transaction.timeout.ms",
+            "10000",
         ],
     );
     let second: Vec<_> = (100..160).map(|i| record(i as i32 % 2, i)).collect();
