@@ -120,25 +120,12 @@ pub fn read_lane_positions(
         return Ok(found);
     }
     let reader = partition_reader(target, position_topic, partition, start, view).map_err(kafka)?;
-    let mut last_position = start;
-    let mut last_progress = Instant::now();
+    let mut end = ReadToEnd::new(position_topic, partition, start, high, stall_limit);
     loop {
         // Done once the reader's position passed the high watermark taken
         // above: every record below it was committed or aborted by then.
-        let position = fetch_position(&reader, position_topic, partition).map_err(kafka)?;
-        if position >= high {
+        if end.reached(&reader)? {
             return Ok(found);
-        }
-        if position > last_position {
-            last_position = position;
-            last_progress = Instant::now();
-        } else if last_progress.elapsed() >= stall_limit {
-            return Err(ResumeError::Stalled {
-                topic: position_topic.to_string(),
-                partition,
-                high_watermark: high,
-                waited: stall_limit,
-            });
         }
         let Some(message) = next_message(&reader, position_topic, partition, start)? else {
             continue;
@@ -162,6 +149,56 @@ pub fn read_lane_positions(
                 position_offset: offset,
             },
         );
+    }
+}
+
+/// A read up to a high watermark that fails after `stall_limit` without
+/// progress, however long the read takes overall.
+struct ReadToEnd<'t> {
+    topic: &'t str,
+    partition: i32,
+    high: i64,
+    stall_limit: Duration,
+    /// The reader's position when it last moved, and when that was.
+    last_position: i64,
+    last_progress: Instant,
+}
+
+impl<'t> ReadToEnd<'t> {
+    fn new(topic: &'t str, partition: i32, start: i64, high: i64, stall_limit: Duration) -> Self {
+        ReadToEnd {
+            topic,
+            partition,
+            high,
+            stall_limit,
+            last_position: start,
+            last_progress: Instant::now(),
+        }
+    }
+
+    /// Whether `reader` has passed the high watermark; an error once it has
+    /// not moved for the stall limit.
+    fn reached(&mut self, reader: &BaseConsumer) -> Result<bool, ResumeError> {
+        let position =
+            fetch_position(reader, self.topic, self.partition).map_err(|e| ResumeError::Kafka {
+                topic: self.topic.to_string(),
+                source: e,
+            })?;
+        if position >= self.high {
+            return Ok(true);
+        }
+        if position > self.last_position {
+            self.last_position = position;
+            self.last_progress = Instant::now();
+        } else if self.last_progress.elapsed() >= self.stall_limit {
+            return Err(ResumeError::Stalled {
+                topic: self.topic.to_string(),
+                partition: self.partition,
+                high_watermark: self.high,
+                waited: self.stall_limit,
+            });
+        }
+        Ok(false)
     }
 }
 
@@ -202,24 +239,11 @@ pub fn target_has_committed_records(
         return Ok(false);
     }
     let reader = partition_reader(target, topic, partition, low, View::Committed).map_err(kafka)?;
-    let mut last_position = low;
-    let mut last_progress = Instant::now();
+    let mut end = ReadToEnd::new(topic, partition, low, high, stall_limit);
     loop {
         // Past the high watermark without a record: everything was aborted.
-        let position = fetch_position(&reader, topic, partition).map_err(kafka)?;
-        if position >= high {
+        if end.reached(&reader)? {
             return Ok(false);
-        }
-        if position > last_position {
-            last_position = position;
-            last_progress = Instant::now();
-        } else if last_progress.elapsed() >= stall_limit {
-            return Err(ResumeError::Stalled {
-                topic: topic.to_string(),
-                partition,
-                high_watermark: high,
-                waited: stall_limit,
-            });
         }
         if next_message(&reader, topic, partition, low)?.is_some() {
             return Ok(true);
