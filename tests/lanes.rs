@@ -187,3 +187,34 @@ fn a_different_lane_count_is_refused_with_the_count_to_use() {
     // With the recorded count it carries on, exactly.
     setup.copy_and_check(&topic, &["--lanes", "2"], &[&topic]);
 }
+
+/// Positions written in another on-target format (an older eosmirror under
+/// the same alias) stop the run with the format named, instead of being
+/// read again and again.
+#[test]
+fn positions_in_another_format_stop_the_run_with_the_format_named() {
+    let bed = bed();
+    let topic = bed.source.create_topic("lanes-format", 4);
+    bed.source.produce(&topic, &spread("a", 40, 4));
+    let setup = MirrorSetup::new(&bed.source.bootstrap, &bed.target.bootstrap);
+    let position = format!("__eosmirror.position.{}", setup.alias);
+    bed.target
+        .create_topic_with(&position, 4, &[("cleanup.policy", "compact")]);
+    // A version-1 record (format byte 1) in every lane's partition.
+    let old: Vec<TestRecord> = (0..4)
+        .map(|p| TestRecord {
+            partition: p,
+            key: Some(vec![1, 0]),
+            value: Some(vec![1, 0, 0, 0]),
+            headers: vec![],
+            timestamp: None,
+        })
+        .collect();
+    bed.target.produce(&position, &old);
+    let (code, output) = setup.run_to_exit(&topic, &[], Duration::from_secs(120));
+    assert_ne!(code, 0, "{output}");
+    assert!(
+        output.contains("format version 1") && output.contains("--source.alias"),
+        "the stop does not name the format and the way out:\n{output}"
+    );
+}

@@ -294,6 +294,7 @@ impl LaneWorker {
             match self.taken_over(known) {
                 Ok(Some(foreign)) => return Err(self.stop_taken_over(foreign)),
                 Ok(None) => return Ok(true),
+                Err(e) if e.is_permanent() => return Err(self.fatal(e.to_string())),
                 Err(e) => {
                     m::lane_restarted(self.lane, "ownership_check");
                     let wait = backoff.next();
@@ -432,9 +433,12 @@ impl LaneWorker {
         } else {
             None
         };
-        let found = self
-            .read_positions(hint, View::Committed)
-            .map_err(|e| ResumeFailure::Restart(e.to_string()))?;
+        let found =
+            self.read_positions(hint, View::Committed)
+                .map_err(|e| match e.is_permanent() {
+                    true => ResumeFailure::Fatal(self.fatal(e.to_string())),
+                    false => ResumeFailure::Restart(e.to_string()),
+                })?;
         for (partition, cached) in &cached {
             let target_next = found
                 .latest

@@ -47,6 +47,14 @@ pub enum View {
     Written,
 }
 
+impl ResumeError {
+    /// Whether reading again cannot help: a record this eosmirror cannot
+    /// decode (another format version, or damage) stays there.
+    pub fn is_permanent(&self) -> bool {
+        matches!(self, ResumeError::Corrupt { .. })
+    }
+}
+
 /// What one read of a lane's position partition found.
 #[derive(Debug, Default)]
 pub struct LanePositions {
