@@ -68,7 +68,7 @@ pub async fn run(
     // never on how many partitions discovery finds.
     let budget = BufferBudget::split(settings.memory_limit_bytes, layout.lanes() as usize);
     let mut running: HashMap<Lane, Arc<LanePartitions>> = HashMap::new();
-    let mut known: HashMap<SourcePartition, Lane> = HashMap::new();
+    let mut known: HashSet<SourcePartition> = HashSet::new();
     let mut first_error: Option<RunError> = None;
     let mut first_refresh = true;
     // Internal-topic warnings already logged: each once per process, not at
@@ -87,9 +87,8 @@ pub async fn run(
                 let mut by_lane: BTreeMap<Lane, Vec<SourcePartition>> = BTreeMap::new();
                 for partition in partitions {
                     let lane = layout.lane_of(&partition);
-                    if !known.contains_key(&partition) {
+                    if known.insert(partition.clone()) {
                         tracing::info!(%partition, %lane, "partition joins its lane");
-                        known.insert(partition.clone(), lane);
                     }
                     by_lane.entry(lane).or_default().push(partition);
                 }
