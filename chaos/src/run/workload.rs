@@ -522,6 +522,11 @@ fn run_transaction(
 /// Consumes the topic as group `spec.group` at about a third of the write
 /// rate, committing every few records, so that when the workload stops the
 /// group has consumed part of the topic.
+///
+/// Scenarios run side by side, and another one may be restarting the source
+/// broker (the group coordinator) when this one stops: the group keeps
+/// consuming and committing until it has a committed position, for up to
+/// [`GROUP_COMMIT_DEADLINE`], so the group check never sees an empty group.
 fn group_consumer(spec: WorkloadSpec, stop: Arc<AtomicBool>, consumed: Arc<AtomicU64>) {
     let consumer: BaseConsumer = match spec
         .source
@@ -533,30 +538,48 @@ fn group_consumer(spec: WorkloadSpec, stop: Arc<AtomicBool>, consumed: Arc<Atomi
         .create()
     {
         Ok(c) => c,
-        Err(_) => return,
+        Err(e) => return eprintln!("group consumer {}: {e}", spec.group),
     };
     let mut tpl = TopicPartitionList::new();
     for p in 0..spec.partitions {
         let _ = tpl.add_partition_offset(&spec.topic, p, Offset::Stored);
     }
-    if consumer.assign(&tpl).is_err() {
-        return;
+    if let Err(e) = consumer.assign(&tpl) {
+        return eprintln!("group consumer {}: assign: {e}", spec.group);
     }
     let pace = Duration::from_secs_f64(3.0 / f64::from(spec.rate.max(3)));
     let mut since_commit = 0;
-    while !stop.load(Ordering::SeqCst) {
-        match consumer.poll(Duration::from_millis(100)) {
-            Some(Ok(m)) => {
-                let _ = m.offset();
-                consumed.fetch_add(1, Ordering::Relaxed);
-                since_commit += 1;
+    let mut committed_once = false;
+    let mut stopped_at = None;
+    loop {
+        if stop.load(Ordering::SeqCst) {
+            let since = *stopped_at.get_or_insert_with(Instant::now);
+            if since_commit == 0 && committed_once {
+                return;
+            }
+            if since.elapsed() > GROUP_COMMIT_DEADLINE {
+                return eprintln!(
+                    "group consumer {}: no committed position {GROUP_COMMIT_DEADLINE:?} after the workload stopped",
+                    spec.group
+                );
+            }
+        }
+        if let Some(Ok(m)) = consumer.poll(Duration::from_millis(100)) {
+            let _ = m.offset();
+            consumed.fetch_add(1, Ordering::Relaxed);
+            since_commit += 1;
+            if stopped_at.is_none() {
                 std::thread::sleep(pace);
             }
-            _ => continue,
         }
-        if since_commit >= 25 && consumer.commit_consumer_state(CommitMode::Sync).is_ok() {
+        let due = since_commit >= 25 || (stopped_at.is_some() && since_commit > 0);
+        if due && consumer.commit_consumer_state(CommitMode::Sync).is_ok() {
             since_commit = 0;
+            committed_once = true;
         }
     }
-    let _ = consumer.commit_consumer_state(CommitMode::Sync);
 }
+
+/// How long the group consumer keeps trying to commit after the workload
+/// stopped (a broker restart of a side-by-side scenario takes seconds).
+const GROUP_COMMIT_DEADLINE: Duration = Duration::from_secs(90);
