@@ -21,6 +21,7 @@ use crate::replication::progress::InternalTopics;
 use crate::replication::supervisor::{self, SupervisorSettings};
 use crate::replication::throttle::{self, Throttle, ThrottleLimits};
 use crate::shutdown::Shutdown;
+use crate::topics::filter::TopicFilter;
 use crate::topics::internal::ToolConnection;
 use crate::topics::target::TargetTopicOptions;
 
@@ -108,6 +109,11 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
             .unwrap_or(DEFAULT_LANES),
     )?;
     let filter = args.topics.filter()?;
+    let start_over = args
+        .start_over
+        .as_deref()
+        .map(|pattern| TopicFilter::pattern("--start.over", pattern))
+        .transpose()?;
     let groups_sync = args
         .groups_sync
         .as_deref()
@@ -220,6 +226,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         allow_nonempty_target: args.target_allow_nonempty,
         instance: instance_id(),
         throttle,
+        start_over,
     });
     let tools = ToolConnection::new(&target_connection, &args.connection.producer_config);
     let supervisor_settings = SupervisorSettings {

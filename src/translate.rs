@@ -14,7 +14,7 @@ use crate::clusters::{connect_both, Cluster, CONNECT_TIMEOUT};
 use crate::groups::apply::{apply, Applied};
 use crate::groups::translation::{translate, Translation, TranslationKind};
 use crate::groups::TopicPartition;
-use crate::offsets::history::{read_mappings, read_positions};
+use crate::offsets::history::read_mappings_with_positions;
 use crate::replication::progress::InternalTopics;
 use crate::topics::filter::TopicFilter;
 use crate::topics::target::partition_counts;
@@ -139,18 +139,7 @@ pub fn translate_offsets(
     // A partition idle for longer than the progress topic's retention has
     // no mapping left there, but the compacted position topic keeps its
     // replicated tail for ever: groups caught up on it still translate.
-    // Positions are read *before* the history: a tail newer than the runs
-    // read would skip the records of the commits in between, while an older
-    // one is overtaken by the history's own tail (the map keeps the newest).
-    let positions = read_positions(&side, &topics.position, &wanted)?;
-    let (mut maps, truncated) = read_mappings(&side, &topics.progress, &wanted)?;
-    for (key, position) in positions {
-        maps.entry(key).or_default().add(
-            &[],
-            position.next_source_offset,
-            position.next_target_offset,
-        );
-    }
+    let (maps, truncated) = read_mappings_with_positions(&side, &topics, &wanted)?;
     let empty = Default::default();
     let partitions = offsets
         .iter()

@@ -10,7 +10,8 @@
 
 mod support;
 
-use eosmirror::replication::progress::{InternalTopics, ProgressRecord};
+use eosmirror::replication::progress::{InternalTopics, Lineage, ProgressRecord};
+use eosmirror::topics::identity::TopicId;
 use eosmirror_state::{OffsetRun, SourcePartition};
 use serde_json::Value;
 use support::mirror::MirrorSetup;
@@ -169,8 +170,14 @@ fn fake_copy(topic: &str, alias: &str, writes: &[(i64, &ReadRecord)]) {
         })
         .collect();
     let source = SourcePartition::new(topic, 0);
+    // verify only reads the runs; the lineage is not checked.
     let progress_record = ProgressRecord {
         source: source.clone(),
+        lineage: Lineage {
+            source_cluster_id: "verify-test".into(),
+            source_topic_id: TopicId([1; 16]),
+            target_topic_id: TopicId([2; 16]),
+        },
         runs,
         next_source_offset: writes.iter().map(|(s, _)| s + 1).max().unwrap_or(0),
         next_target_offset: writes.len() as i64,

@@ -119,6 +119,15 @@ pub struct RunArgs {
     )]
     pub target_allow_nonempty: bool,
 
+    /// Topics (a pattern like --include) to copy again from the source's
+    /// first record when the source or the target topic was deleted and
+    /// recreated since their positions were recorded. The target topic must
+    /// be empty (delete it if it holds the old copy); the old positions and
+    /// offset history of the topic are superseded. Without it a recreated
+    /// topic stops the run.
+    #[arg(long = "start.over", value_name = "TOPICS")]
+    pub start_over: Option<String>,
+
     /// Replication factor of topics eosmirror creates on the target; -1 takes
     /// the target broker's default.
     #[arg(long = "target.replication.factor", env = "EOSMIRROR_TARGET_REPLICATION_FACTOR", default_value_t = -1, allow_negative_numbers = true)]

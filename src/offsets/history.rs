@@ -8,7 +8,7 @@ use anyhow::{bail, Context};
 
 use super::mapping::OffsetMap;
 use crate::read::{RangeReader, Side};
-use crate::replication::progress::ProgressRecord;
+use crate::replication::progress::{InternalTopics, Lineage, ProgressRecord};
 
 /// Offset mappings by source topic and partition.
 pub type Mappings = BTreeMap<(String, i32), OffsetMap>;
@@ -21,27 +21,90 @@ pub fn read_mappings(
     progress_topic: &str,
     wanted: &BTreeSet<(String, i32)>,
 ) -> anyhow::Result<(Mappings, bool)> {
+    let (histories, truncated) = read_histories(target, progress_topic, wanted)?;
+    Ok((seal(histories), truncated))
+}
+
+/// [`read_mappings`] with each partition's latest position merged in, so
+/// a partition idle for longer than the progress topic's retention still
+/// translates.
+///
+/// Positions are read *before* the history: a tail newer than the runs
+/// read would skip the records of the commits in between, while an older
+/// one is overtaken by the history's own tail (the map keeps the newest).
+/// A position of another lineage than the history's is older than it (a
+/// topic that starts over writes its new lineage to the history first, with
+/// its claim), so it is left out.
+pub fn read_mappings_with_positions(
+    target: &Side,
+    topics: &InternalTopics,
+    wanted: &BTreeSet<(String, i32)>,
+) -> anyhow::Result<(Mappings, bool)> {
+    let positions = read_positions(target, &topics.position, wanted)?;
+    let (mut histories, truncated) = read_histories(target, &topics.progress, wanted)?;
+    for (key, position) in positions {
+        let (lineage, map) = histories
+            .entry(key)
+            .or_insert_with(|| (position.lineage.clone(), OffsetMap::default()));
+        if *lineage == position.lineage {
+            map.add(
+                &[],
+                position.next_source_offset,
+                position.next_target_offset,
+            );
+        }
+    }
+    Ok((seal(histories), truncated))
+}
+
+/// Each partition's history with the lineage it belongs to, not sealed.
+type Histories = BTreeMap<(String, i32), (Lineage, OffsetMap)>;
+
+/// A partition's records are in commit order, so when its lineage changes
+/// (the topic was recreated and started over with `--start.over`) the
+/// newer lineage's history replaces the older one's: offsets of one topic
+/// incarnation never translate offsets of another.
+fn read_histories(
+    target: &Side,
+    progress_topic: &str,
+    wanted: &BTreeSet<(String, i32)>,
+) -> anyhow::Result<(Histories, bool)> {
     let ranges = internal_topic_ranges(target, progress_topic)?;
     let truncated = ranges.iter().any(|&(_, low, _)| low > 0);
-    let mut maps = Mappings::new();
+    let mut histories = Histories::new();
     // A source partition's records are all in one internal partition (its
     // lane's), in commit order.
     for (partition, low, high) in ranges {
         for_each_record(target, progress_topic, partition, low, high, |record| {
             let key = (record.source.topic.clone(), record.source.partition);
-            if wanted.contains(&key) {
-                maps.entry(key).or_default().add(
-                    &record.runs,
-                    record.next_source_offset,
-                    record.next_target_offset,
-                );
+            if !wanted.contains(&key) {
+                return;
             }
+            let (lineage, map) = histories
+                .entry(key)
+                .or_insert_with(|| (record.lineage.clone(), OffsetMap::default()));
+            if *lineage != record.lineage {
+                *lineage = record.lineage.clone();
+                *map = OffsetMap::default();
+            }
+            map.add(
+                &record.runs,
+                record.next_source_offset,
+                record.next_target_offset,
+            );
         })?;
     }
-    for map in maps.values_mut() {
-        map.seal();
-    }
-    Ok((maps, truncated))
+    Ok((histories, truncated))
+}
+
+fn seal(histories: Histories) -> Mappings {
+    histories
+        .into_iter()
+        .map(|(key, (_, mut map))| {
+            map.seal();
+            (key, map)
+        })
+        .collect()
 }
 
 /// Every partition of one of eosmirror's internal topics with its offsets,

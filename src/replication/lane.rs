@@ -57,14 +57,16 @@ use super::errors::{classify, classify_code, Disposition};
 use super::failure::WorkerError;
 use super::layout::{Lane, Layout};
 use super::limits::{BatchLimits, BufferBudget};
+use super::lineage::{self, Continuity, TopicIds};
 use super::positions::{
     read_lane_positions, target_has_committed_records, watermark_client, LanePositions,
     ResumePosition, View,
 };
-use super::progress::{runs_from_deliveries, InternalTopics, ProgressRecord};
+use super::progress::{runs_from_deliveries, InternalTopics, Lineage, ProgressRecord};
 use super::throttle::Throttle;
 use super::transaction::{TransactionalProducer, TxnFailure};
 use crate::metrics as m;
+use crate::topics::filter::TopicFilter;
 
 /// What to do when source records disappear before they are copied.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -101,6 +103,10 @@ pub struct WorkerSettings {
     pub instance: u64,
     /// Bounds the source read rate of all lanes together.
     pub throttle: Arc<Throttle>,
+    /// Topics the operator allows to start over from the source's first
+    /// record when the source or target topic was deleted and recreated
+    /// (`--start.over`); any other recreated topic stops the run.
+    pub start_over: Option<TopicFilter>,
 }
 
 /// How long a blocking Kafka call may take before we treat its outcome as
@@ -398,17 +404,45 @@ impl LaneWorker {
             .map_err(|e| self.fatal(format!("creating the source consumer: {e}")))?;
         let target_watermarks = watermark_client(&settings.target_reader)
             .map_err(|e| self.fatal(format!("creating a target reader: {e}")))?;
+        let topics = partitions.iter().map(|p| p.topic.as_str()).collect();
+        let (cluster_id, ids) =
+            match lineage::source_cluster_id(&consumer, timeout).and_then(|cluster_id| {
+                TopicIds::read(&consumer, &target_watermarks, &topics, timeout)
+                    .map(|ids| (cluster_id, ids))
+            }) {
+                Ok(found) => found,
+                Err(detail) => return Ok(SessionEnd::restart("topic_ids", detail)),
+            };
         let mut cursors = Vec::with_capacity(partitions.len());
         for partition in partitions {
+            let lineage = match ids.lineage(&partition.topic, &cluster_id) {
+                Ok(lineage) => lineage,
+                Err(detail) => return Ok(SessionEnd::restart("topic_ids", detail)),
+            };
             let resume = found.latest.get(&partition);
-            match self.open_cursor(&consumer, &target_watermarks, partition, resume)? {
+            match self.open_cursor(&consumer, &target_watermarks, partition, lineage, resume)? {
                 Ok(cursor) => cursors.push(cursor),
                 Err(end) => return Ok(end),
             }
         }
 
-        let mut session = LaneSession::new(self, producer, consumer, cursors, version);
+        let mut session = LaneSession::new(
+            self,
+            producer,
+            consumer,
+            target_watermarks,
+            cursors,
+            version,
+        );
         session.run()
+    }
+
+    /// Whether the operator let `topic` start over when recreated.
+    fn starts_over(&self, topic: &str) -> bool {
+        self.settings
+            .start_over
+            .as_ref()
+            .is_some_and(|f| f.matches(topic))
     }
 
     /// Reads the lane's positions from the target and reconciles the local
@@ -463,16 +497,38 @@ impl LaneWorker {
     }
 
     /// Checks one partition's resume position against the source and the
-    /// target; `Err(end)` when the session has to end first.
+    /// target (which must still be the topics it was recorded for);
+    /// `Err(end)` when the session has to end first.
     fn open_cursor(
         &self,
         consumer: &BaseConsumer,
         target_watermarks: &BaseConsumer,
         partition: SourcePartition,
+        lineage: Lineage,
         resume: Option<&ResumePosition>,
     ) -> Result<Result<Cursor, SessionEnd>, WorkerError> {
         let settings = &*self.settings;
         let timeout = call_timeout(settings);
+        let mut started_over = false;
+        let resume = match resume {
+            Some(r) => match lineage::compare(
+                &partition,
+                &r.record.lineage,
+                &lineage,
+                self.starts_over(&partition.topic),
+            )? {
+                Continuity::Same => Some(r),
+                Continuity::StartOver => {
+                    tracing::warn!(lane = %self.lane, %partition, recorded = ?r.record.lineage, now = ?lineage, "the topic was recreated; starting it over from the source's first record as --start.over allows (its old positions and history are superseded)");
+                    self.state.reset_partition(&partition).map_err(|e| {
+                        self.fatal(format!("local state: forgetting {partition}: {e}"))
+                    })?;
+                    started_over = true;
+                    None
+                }
+            },
+            None => None,
+        };
         let (low, end) =
             match consumer.fetch_watermarks(&partition.topic, partition.partition, timeout) {
                 Ok(w) => w,
@@ -519,6 +575,8 @@ impl LaneWorker {
         tracing::debug!(lane = %self.lane, %partition, next_source_offset = committed.next_source_offset, next_target_offset = committed.next_target_offset, source_end = end, "partition resumed");
         Ok(Ok(Cursor {
             partition,
+            lineage,
+            started_over,
             committed,
         }))
     }
@@ -580,6 +638,11 @@ impl Committed {
 #[derive(Debug)]
 struct Cursor {
     partition: SourcePartition,
+    /// The topics the session resumed, which every commit checks.
+    lineage: Lineage,
+    /// The topic was recreated and starts over in this session: its claim
+    /// also opens the new lineage's history in the progress topic.
+    started_over: bool,
     committed: Committed,
 }
 
@@ -613,6 +676,8 @@ struct LaneSession<'w> {
     worker: &'w LaneWorker,
     producer: TransactionalProducer,
     consumer: BaseConsumer,
+    /// A plain client of the target, for topic ids.
+    target: BaseConsumer,
     cursors: Vec<Cursor>,
     /// Cursor index by topic and partition, for records as they arrive.
     index: HashMap<String, HashMap<i32, usize>>,
@@ -633,6 +698,7 @@ impl<'w> LaneSession<'w> {
         worker: &'w LaneWorker,
         producer: TransactionalProducer,
         consumer: BaseConsumer,
+        target: BaseConsumer,
         cursors: Vec<Cursor>,
         version: u64,
     ) -> LaneSession<'w> {
@@ -648,6 +714,7 @@ impl<'w> LaneSession<'w> {
             worker,
             producer,
             consumer,
+            target,
             cursors,
             index,
             version,
@@ -778,8 +845,10 @@ impl<'w> LaneSession<'w> {
 
     /// Commits this session's claim on the lane (invariant 4): a position
     /// record per partition at its resumed position, with no runs, carrying
-    /// this process's instance id. Claims go to the position topic only; the
-    /// progress topic's history is not changed by them.
+    /// this process's instance id. Claims go to the position topic only,
+    /// except for a partition that starts over: its claim also goes to the
+    /// progress topic, so the history switches lineage before any position
+    /// of the new lineage exists (what translation relies on).
     fn claim(&mut self) -> Result<(), TxnFailure> {
         let settings = &*self.worker.settings;
         let partition = self.worker.lane.internal_partition();
@@ -788,6 +857,7 @@ impl<'w> LaneSession<'w> {
         for (cursor, c) in self.cursors.iter().enumerate() {
             let record = ProgressRecord {
                 source: c.partition.clone(),
+                lineage: c.lineage.clone(),
                 runs: Vec::new(),
                 next_source_offset: c.committed.next_source_offset,
                 next_target_offset: c.committed.next_target_offset,
@@ -797,15 +867,22 @@ impl<'w> LaneSession<'w> {
             encoded.push((cursor, ProgressRecord::key(&c.partition), record.encode()));
         }
         self.slots.clear();
+        let topics = &settings.internal_topics;
         for (cursor, key, value) in &encoded {
-            let slot = self.slots.len();
-            self.slots.push(Slot::Position { cursor: *cursor });
-            self.producer.send(
-                BaseRecord::with_opaque_to(&settings.internal_topics.position, slot)
-                    .partition(partition)
-                    .key(key.as_slice())
-                    .payload(value.as_slice()),
-            )?;
+            let mut targets = vec![(&topics.position, Slot::Position { cursor: *cursor })];
+            if self.cursors[*cursor].started_over {
+                targets.push((&topics.progress, Slot::Progress { cursor: *cursor }));
+            }
+            for (topic, slot) in targets {
+                let index = self.slots.len();
+                self.slots.push(slot);
+                self.producer.send(
+                    BaseRecord::with_opaque_to(topic, index)
+                        .partition(partition)
+                        .key(key.as_slice())
+                        .payload(value.as_slice()),
+                )?;
+            }
         }
         let reports = self.producer.commit()?;
         for report in reports {
@@ -947,6 +1024,7 @@ impl<'w> LaneSession<'w> {
         }
 
         let copies = self.collect_copies()?;
+        self.check_lineage()?;
         let records = self.progress_records(copies)?;
         self.send_progress(&records)?;
         let reports = self.producer.commit()?;
@@ -995,6 +1073,43 @@ impl<'w> LaneSession<'w> {
         Ok(copies)
     }
 
+    /// Before every commit, after the batch's last fetch: the batch's topics
+    /// are still the ones the session resumed. A topic recreated since (its
+    /// consumer may have read the new topic at the old offsets) ends the
+    /// session uncommitted: with a named stop, or a new session that starts
+    /// it over when `--start.over` names it.
+    fn check_lineage(&self) -> Result<(), TxnFailure> {
+        let topics = self
+            .touched_order
+            .iter()
+            .map(|&i| self.cursors[i].partition.topic.as_str())
+            .collect();
+        let timeout = call_timeout(&self.worker.settings);
+        let ids =
+            TopicIds::read(&self.consumer, &self.target, &topics, timeout).map_err(|detail| {
+                TxnFailure {
+                    disposition: Disposition::Retriable,
+                    detail,
+                    slot: None,
+                }
+            })?;
+        for &cursor in &self.touched_order {
+            let c = &self.cursors[cursor];
+            if let Err(error) = ids.unchanged(&c.partition, &c.lineage) {
+                let disposition = match self.worker.starts_over(&c.partition.topic) {
+                    true => Disposition::RestartSession,
+                    false => Disposition::Fatal,
+                };
+                return Err(TxnFailure {
+                    disposition,
+                    detail: error.to_string(),
+                    slot: None,
+                });
+            }
+        }
+        Ok(())
+    }
+
     /// One progress record per touched partition, from its copies.
     fn progress_records(
         &self,
@@ -1026,6 +1141,7 @@ impl<'w> LaneSession<'w> {
                 cursor,
                 ProgressRecord {
                     source: c.partition.clone(),
+                    lineage: c.lineage.clone(),
                     runs,
                     next_source_offset: touched.next_source_offset,
                     next_target_offset,

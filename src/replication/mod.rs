@@ -9,6 +9,7 @@ pub mod failure;
 pub mod lane;
 pub mod layout;
 pub mod limits;
+pub mod lineage;
 pub mod positions;
 pub mod progress;
 pub mod supervisor;

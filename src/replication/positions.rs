@@ -388,6 +388,11 @@ mod tests {
         let source = SourcePartition::new("orders", 3);
         let record = ProgressRecord {
             source: source.clone(),
+            lineage: crate::replication::progress::Lineage {
+                source_cluster_id: "source".into(),
+                source_topic_id: crate::topics::identity::TopicId([1; 16]),
+                target_topic_id: crate::topics::identity::TopicId([2; 16]),
+            },
             runs: Vec::new(),
             next_source_offset: 15,
             next_target_offset: 9,

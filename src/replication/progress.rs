@@ -18,10 +18,13 @@
 use eosmirror_state::{OffsetRun, SourcePartition};
 use serde::{Deserialize, Serialize};
 
+use crate::topics::identity::TopicId;
+
 /// Bumped when the encoding or the layout of the internal topics changes;
 /// readers refuse versions they don't know instead of misreading positions.
 /// Version 2: one internal partition per lane (version 1 had one partition).
-const FORMAT_VERSION: u8 = 2;
+/// Version 3: every record names its [`Lineage`].
+const FORMAT_VERSION: u8 = 3;
 
 /// Internal topics every eosmirror instance of one source alias shares.
 #[derive(Debug, Clone)]
@@ -48,11 +51,28 @@ impl InternalTopics {
     }
 }
 
+/// Which topics a record's offsets are offsets of: the source topic (in
+/// which source cluster) and its target copy. A topic deleted and created
+/// again keeps its name but gets a new id and starts its offsets over, so
+/// offsets recorded under one lineage never apply to another: a changed
+/// lineage stops the topic (or, with `--start.over`, starts a new history
+/// that readers keep apart from the old one).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Lineage {
+    /// The source cluster's id (Kafka's `cluster.id`).
+    pub source_cluster_id: String,
+    pub source_topic_id: TopicId,
+    pub target_topic_id: TopicId,
+}
+
 /// What one committed transaction replicated for one source partition.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ProgressRecord {
     /// The source partition the transaction copied from.
     pub source: SourcePartition,
+    /// The incarnations of the source and target topics the offsets below
+    /// belong to.
+    pub lineage: Lineage,
     /// Exact mapping of every record the transaction copied (may be empty
     /// when only the position moved, e.g. past a skipped gap).
     pub runs: Vec<OffsetRun>,
@@ -166,6 +186,11 @@ mod tests {
     fn record() -> ProgressRecord {
         ProgressRecord {
             source: SourcePartition::new("orders", 3),
+            lineage: Lineage {
+                source_cluster_id: "source-cluster".into(),
+                source_topic_id: TopicId([1; 16]),
+                target_topic_id: TopicId([2; 16]),
+            },
             runs: vec![OffsetRun {
                 source_start: 10,
                 target_start: 4,

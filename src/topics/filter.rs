@@ -33,6 +33,14 @@ impl TopicFilter {
         })
     }
 
+    /// Topics matching one pattern of `option` (same syntax as `--include`).
+    pub fn pattern(option: &'static str, pattern: &str) -> Result<TopicFilter, FilterError> {
+        Ok(TopicFilter {
+            include: compile(option, pattern)?,
+            exclude: None,
+        })
+    }
+
     /// Whether `topic` is replicated.
     pub fn matches(&self, topic: &str) -> bool {
         !topic.starts_with("__")

@@ -1,0 +1,217 @@
+//! Whether a recorded position still applies: the topics it was recorded
+//! for (source cluster, source topic id, target topic id) against the
+//! topics under the same names now.
+//!
+//! Checked when a session resumes each partition, and before every commit
+//! for the topics the batch touched — after the batch's last fetch, so
+//! records a consumer read from a topic recreated under it never commit.
+
+use std::collections::{BTreeSet, HashMap};
+use std::time::Duration;
+
+use eosmirror_state::SourcePartition;
+use rdkafka::consumer::{BaseConsumer, Consumer};
+
+use super::failure::WorkerError;
+use super::progress::Lineage;
+use crate::topics::identity::{topic_ids, TopicId};
+
+/// What a partition's recorded position means now.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Continuity {
+    /// Same topics: resume at the position.
+    Same,
+    /// A topic was recreated and `--start.over` names it: copy the new
+    /// source topic from its first record, as if it had no position.
+    StartOver,
+}
+
+/// The ids of `topics` on both clusters now.
+#[derive(Debug)]
+pub struct TopicIds {
+    source: HashMap<String, Option<TopicId>>,
+    target: HashMap<String, Option<TopicId>>,
+}
+
+impl TopicIds {
+    /// Reads them (one request per cluster).
+    pub fn read(
+        source: &BaseConsumer,
+        target: &BaseConsumer,
+        topics: &BTreeSet<&str>,
+        timeout: Duration,
+    ) -> Result<TopicIds, String> {
+        let topics: Vec<&str> = topics.iter().copied().collect();
+        let read = |side: &str, client: &BaseConsumer| {
+            topic_ids(client.client(), &topics, timeout)
+                .map(|ids| ids.into_iter().collect())
+                .map_err(|e| format!("reading the {side} topics' ids: {e}"))
+        };
+        Ok(TopicIds {
+            source: read("source", source)?,
+            target: read("target", target)?,
+        })
+    }
+
+    /// The lineage of `topic` as it is now, given the source cluster's id;
+    /// an error when the topic is missing on either side (it is being
+    /// deleted or created: a later session looks again).
+    pub fn lineage(&self, topic: &str, source_cluster_id: &str) -> Result<Lineage, String> {
+        let id = |side: &str, ids: &HashMap<String, Option<TopicId>>| {
+            ids.get(topic)
+                .copied()
+                .flatten()
+                .ok_or_else(|| format!("the {side} topic {topic} does not exist right now"))
+        };
+        Ok(Lineage {
+            source_cluster_id: source_cluster_id.to_string(),
+            source_topic_id: id("source", &self.source)?,
+            target_topic_id: id("target", &self.target)?,
+        })
+    }
+
+    /// Whether `partition`'s topics still have the ids of `lineage` (the
+    /// cluster id is the session's: one connection cannot change cluster).
+    pub fn unchanged(
+        &self,
+        partition: &SourcePartition,
+        lineage: &Lineage,
+    ) -> Result<(), WorkerError> {
+        let now =
+            |ids: &HashMap<String, Option<TopicId>>| ids.get(&partition.topic).copied().flatten();
+        for (side, recorded, current) in [
+            ("source", lineage.source_topic_id, now(&self.source)),
+            ("target", lineage.target_topic_id, now(&self.target)),
+        ] {
+            if current != Some(recorded) {
+                return Err(WorkerError::TopicRecreated {
+                    source_partition: partition.clone(),
+                    side,
+                    recorded,
+                    current: current.map_or("none: it was deleted".into(), |id| id.to_string()),
+                });
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The source cluster's id, as the session's consumer sees it.
+pub fn source_cluster_id(source: &BaseConsumer, timeout: Duration) -> Result<String, String> {
+    source
+        .client()
+        .fetch_cluster_id(timeout)
+        .ok_or_else(|| "the source cluster did not say its cluster id".to_string())
+}
+
+/// Compares a recorded position's lineage with the topics now. A different
+/// source cluster always stops; a recreated topic starts over only when
+/// `start_over` (the operator named it with `--start.over`).
+pub fn compare(
+    partition: &SourcePartition,
+    recorded: &Lineage,
+    current: &Lineage,
+    start_over: bool,
+) -> Result<Continuity, WorkerError> {
+    if recorded.source_cluster_id != current.source_cluster_id {
+        return Err(WorkerError::SourceClusterChanged {
+            source_partition: partition.clone(),
+            recorded: recorded.source_cluster_id.clone(),
+            current: current.source_cluster_id.clone(),
+        });
+    }
+    for (side, recorded, current) in [
+        ("source", recorded.source_topic_id, current.source_topic_id),
+        ("target", recorded.target_topic_id, current.target_topic_id),
+    ] {
+        if recorded != current {
+            if start_over {
+                return Ok(Continuity::StartOver);
+            }
+            return Err(WorkerError::TopicRecreated {
+                source_partition: partition.clone(),
+                side,
+                recorded,
+                current: current.to_string(),
+            });
+        }
+    }
+    Ok(Continuity::Same)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lineage(cluster: &str, source: u8, target: u8) -> Lineage {
+        Lineage {
+            source_cluster_id: cluster.into(),
+            source_topic_id: TopicId([source; 16]),
+            target_topic_id: TopicId([target; 16]),
+        }
+    }
+
+    #[test]
+    fn same_topics_resume() {
+        let p = SourcePartition::new("orders", 0);
+        let l = lineage("c", 1, 2);
+        assert_eq!(
+            compare(&p, &l, &l.clone(), false).unwrap(),
+            Continuity::Same
+        );
+    }
+
+    #[test]
+    fn a_recreated_topic_on_either_side_stops_unless_started_over() {
+        let p = SourcePartition::new("orders", 0);
+        let recorded = lineage("c", 1, 2);
+        for (now, side) in [
+            (lineage("c", 3, 2), "source"),
+            (lineage("c", 1, 3), "target"),
+        ] {
+            match compare(&p, &recorded, &now, false) {
+                Err(WorkerError::TopicRecreated { side: named, .. }) => assert_eq!(named, side),
+                other => panic!("{side}: {other:?}"),
+            }
+            assert_eq!(
+                compare(&p, &recorded, &now, true).unwrap(),
+                Continuity::StartOver
+            );
+        }
+    }
+
+    #[test]
+    fn another_source_cluster_always_stops() {
+        let p = SourcePartition::new("orders", 0);
+        let err = compare(&p, &lineage("a", 1, 2), &lineage("b", 1, 2), true).unwrap_err();
+        assert!(
+            matches!(err, WorkerError::SourceClusterChanged { .. }),
+            "{err:?}"
+        );
+        assert!(err.to_string().contains("new --source.alias"), "{err}");
+    }
+
+    #[test]
+    fn unchanged_names_a_deleted_or_recreated_topic() {
+        let p = SourcePartition::new("orders", 0);
+        let recorded = lineage("c", 1, 2);
+        let ids = |source: Option<u8>, target: Option<u8>| TopicIds {
+            source: HashMap::from([("orders".to_string(), source.map(|b| TopicId([b; 16])))]),
+            target: HashMap::from([("orders".to_string(), target.map(|b| TopicId([b; 16])))]),
+        };
+        assert!(ids(Some(1), Some(2)).unchanged(&p, &recorded).is_ok());
+        let deleted = ids(None, Some(2)).unchanged(&p, &recorded).unwrap_err();
+        assert!(
+            deleted.to_string().contains("none: it was deleted"),
+            "{deleted}"
+        );
+        let recreated = ids(Some(1), Some(9)).unchanged(&p, &recorded).unwrap_err();
+        assert!(
+            matches!(
+                recreated,
+                WorkerError::TopicRecreated { side: "target", .. }
+            ),
+            "{recreated:?}"
+        );
+    }
+}

@@ -1,0 +1,182 @@
+//! Which topic a name stands for: Kafka's topic ids, read with librdkafka's
+//! DescribeTopics admin call.
+//!
+//! A topic deleted and created again under the same name is a different
+//! topic with a new id, and its offsets start over. Offsets recorded for the
+//! old one must never be applied to the new one (librdkafka does not reset a
+//! consumer on a topic-id change either), so positions carry the ids and are
+//! checked against them. rdkafka has no safe wrapper for DescribeTopics; the
+//! FFI is confined to this file, and every librdkafka object it creates is
+//! destroyed here.
+
+use std::collections::BTreeMap;
+use std::ffi::{c_char, CStr, CString};
+use std::fmt;
+use std::time::Duration;
+
+use rdkafka::bindings as rd;
+use rdkafka::client::{Client, ClientContext};
+use rdkafka::error::KafkaError;
+use rdkafka::types::{RDKafkaErrorCode, RDKafkaRespErr};
+use serde::{Deserialize, Serialize};
+
+/// A Kafka topic id (a UUID the controller gives a topic when it is
+/// created; never reused).
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct TopicId(pub [u8; 16]);
+
+impl TopicId {
+    fn from_bits(most: i64, least: i64) -> TopicId {
+        let mut bytes = [0u8; 16];
+        bytes[..8].copy_from_slice(&most.to_be_bytes());
+        bytes[8..].copy_from_slice(&least.to_be_bytes());
+        TopicId(bytes)
+    }
+}
+
+/// Kafka's own rendering (URL-safe base64 without padding), so an id in an
+/// error message matches what `kafka-topics.sh --describe` prints.
+impl fmt::Display for TopicId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let standard = openssl::base64::encode_block(&self.0);
+        let url_safe: String = standard
+            .trim_end_matches('=')
+            .chars()
+            .map(|c| match c {
+                '+' => '-',
+                '/' => '_',
+                c => c,
+            })
+            .collect();
+        f.write_str(&url_safe)
+    }
+}
+
+impl fmt::Debug for TopicId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "TopicId({self})")
+    }
+}
+
+/// Owns a librdkafka object and destroys it with `destroy`.
+struct Owned<T> {
+    ptr: *mut T,
+    destroy: unsafe extern "C" fn(*mut T),
+}
+
+impl<T> Drop for Owned<T> {
+    fn drop(&mut self) {
+        if !self.ptr.is_null() {
+            // SAFETY: created by the matching librdkafka constructor and
+            // destroyed once, here.
+            unsafe { (self.destroy)(self.ptr) }
+        }
+    }
+}
+
+/// The id of each named topic on the cluster `client` is connected to;
+/// `None` for a topic that does not exist. One request for all of them.
+pub fn topic_ids<C: ClientContext>(
+    client: &Client<C>,
+    topics: &[&str],
+    timeout: Duration,
+) -> Result<BTreeMap<String, Option<TopicId>>, KafkaError> {
+    let mut found = BTreeMap::new();
+    if topics.is_empty() {
+        return Ok(found);
+    }
+    let names: Vec<CString> = topics
+        .iter()
+        .map(|t| CString::new(*t).expect("Kafka topic names contain no NUL"))
+        .collect();
+    let mut pointers: Vec<*const c_char> = names.iter().map(|n| n.as_ptr()).collect();
+    let rk = client.native_ptr();
+    let timeout_ms = timeout.as_millis().min(i32::MAX as u128) as i32;
+    // SAFETY: every object is created and destroyed in this block (the
+    // request copies the collection and the options); `names` outlives
+    // the collection; the event's result is read before it is destroyed.
+    unsafe {
+        let collection = Owned {
+            ptr: rd::rd_kafka_TopicCollection_of_topic_names(pointers.as_mut_ptr(), pointers.len()),
+            destroy: rd::rd_kafka_TopicCollection_destroy,
+        };
+        let queue = Owned {
+            ptr: rd::rd_kafka_queue_new(rk),
+            destroy: rd::rd_kafka_queue_destroy,
+        };
+        let options = Owned {
+            ptr: rd::rd_kafka_AdminOptions_new(
+                rk,
+                rd::rd_kafka_admin_op_t::RD_KAFKA_ADMIN_OP_DESCRIBETOPICS,
+            ),
+            destroy: rd::rd_kafka_AdminOptions_destroy,
+        };
+        let mut errstr = [0 as c_char; 256];
+        rd::rd_kafka_AdminOptions_set_request_timeout(
+            options.ptr,
+            timeout_ms,
+            errstr.as_mut_ptr(),
+            errstr.len(),
+        );
+        rd::rd_kafka_DescribeTopics(rk, collection.ptr, options.ptr, queue.ptr);
+        // The request's own timeout ends it; the extra second only covers
+        // the result's way back through the queue.
+        let event = Owned {
+            ptr: rd::rd_kafka_queue_poll(queue.ptr, timeout_ms.saturating_add(1_000)),
+            destroy: rd::rd_kafka_event_destroy,
+        };
+        if event.ptr.is_null() {
+            return Err(KafkaError::AdminOp(RDKafkaErrorCode::OperationTimedOut));
+        }
+        let code = rd::rd_kafka_event_error(event.ptr);
+        if code != RDKafkaRespErr::RD_KAFKA_RESP_ERR_NO_ERROR {
+            return Err(KafkaError::AdminOp(code.into()));
+        }
+        let result = rd::rd_kafka_event_DescribeTopics_result(event.ptr);
+        let mut count = 0usize;
+        let descriptions = rd::rd_kafka_DescribeTopics_result_topics(result, &mut count);
+        for i in 0..count {
+            let description = *descriptions.add(i);
+            let name = CStr::from_ptr(rd::rd_kafka_TopicDescription_name(description))
+                .to_string_lossy()
+                .into_owned();
+            let error = rd::rd_kafka_TopicDescription_error(description);
+            let code = if error.is_null() {
+                RDKafkaRespErr::RD_KAFKA_RESP_ERR_NO_ERROR
+            } else {
+                rd::rd_kafka_error_code(error)
+            };
+            match code {
+                RDKafkaRespErr::RD_KAFKA_RESP_ERR_NO_ERROR => {
+                    let id = rd::rd_kafka_TopicDescription_topic_id(description);
+                    found.insert(
+                        name,
+                        Some(TopicId::from_bits(
+                            rd::rd_kafka_Uuid_most_significant_bits(id),
+                            rd::rd_kafka_Uuid_least_significant_bits(id),
+                        )),
+                    );
+                }
+                RDKafkaRespErr::RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART => {
+                    found.insert(name, None);
+                }
+                code => return Err(KafkaError::AdminOp(code.into())),
+            }
+        }
+    }
+    Ok(found)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn renders_like_kafka() {
+        // Kafka's Uuid.toString of (msb 0x0123456789abcdef,
+        // lsb 0xfedcba9876543210): URL-safe base64 of the 16 bytes.
+        let id = TopicId::from_bits(0x0123_4567_89ab_cdef, 0xfedc_ba98_7654_3210_u64 as i64);
+        assert_eq!(id.to_string(), "ASNFZ4mrze_-3LqYdlQyEA");
+        assert_eq!(id.to_string().len(), 22);
+    }
+}

@@ -1,0 +1,177 @@
+//! A topic deleted and created again under the same name is another topic:
+//! its offsets start over. Positions recorded for the old one must never
+//! be applied to the new one (that silently skips the new topic's first
+//! records and mixes both on the target). Against real Kafka.
+
+mod support;
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use support::mirror::{assert_exact_copy, by_partition, wait_for_copy, MirrorSetup};
+use support::{bed, unique_name, Cluster, Isolation, ReadRecord, TestRecord};
+
+const COPY_LIMIT: Duration = Duration::from_secs(120);
+const EXIT_LIMIT: Duration = Duration::from_secs(120);
+
+fn records(tag: &str, partitions: i32, count: usize) -> Vec<TestRecord> {
+    (0..partitions)
+        .flat_map(|p| (0..count).map(move |i| TestRecord::new(p, &format!("{tag}-{p}-{i}"), tag)))
+        .collect()
+}
+
+/// Values on the target per partition, in order.
+fn target_values(cluster: &Cluster, topic: &str) -> BTreeMap<i32, Vec<Vec<u8>>> {
+    by_partition(cluster.read_all(topic, Isolation::ReadCommitted))
+        .into_iter()
+        .map(|(p, rs)| (p, rs.into_iter().filter_map(|r| r.value).collect()))
+        .collect()
+}
+
+/// Copies `tag` records of a fresh two-partition topic and stops cleanly.
+fn copied_topic(setup: &MirrorSetup, prefix: &str) -> String {
+    let bed = bed();
+    let topic = bed.source.create_topic(prefix, 2);
+    bed.source.produce(&topic, &records("old", 2, 100));
+    let mut mirror = setup.start(&topic, &[]);
+    wait_for_copy(&bed.source, &bed.target, &topic, COPY_LIMIT, &mut mirror);
+    assert_eq!(mirror.stop(EXIT_LIMIT), 0, "{}", mirror.output());
+    assert_exact_copy(&bed.source, &bed.target, &topic);
+    topic
+}
+
+fn recreate(cluster: &Cluster, topic: &str) {
+    cluster.delete_topic(topic);
+    cluster.create_topic_with(topic, 2, &[]);
+}
+
+#[test]
+fn a_recreated_source_topic_stops_the_run_until_started_over_and_translates_its_new_offsets() {
+    let bed = bed();
+    let setup = MirrorSetup::new(&bed.source.bootstrap, &bed.target.bootstrap);
+    let topic = copied_topic(&setup, "recreated-source");
+    let old_copy = target_values(&bed.target, &topic);
+
+    // More records than the old position: resuming there would skip the
+    // new topic's first 100 records and append the rest to the old copy.
+    recreate(&bed.source, &topic);
+    bed.source.produce(&topic, &records("new", 2, 150));
+    let (code, output) = setup.run_to_exit(&topic, &[], EXIT_LIMIT);
+    assert_ne!(
+        code, 0,
+        "a recreated source topic must stop eosmirror:\n{output}"
+    );
+    for needle in [
+        format!("{topic}-"),
+        "the source topic was deleted and created again".to_string(),
+        format!("--start.over '{topic}'"),
+        "--exclude".to_string(),
+    ] {
+        assert!(
+            output.contains(&needle),
+            "the error must say {needle:?}:\n{output}"
+        );
+    }
+    assert_eq!(
+        target_values(&bed.target, &topic),
+        old_copy,
+        "nothing of the new topic may reach the old copy"
+    );
+
+    // The operator's choice: an empty target topic, and --start.over.
+    bed.target.delete_topic(&topic);
+    let mut mirror = setup.start(&topic, &["--start.over", &topic]);
+    wait_for_copy(&bed.source, &bed.target, &topic, COPY_LIMIT, &mut mirror);
+    assert_eq!(mirror.stop(EXIT_LIMIT), 0, "{}", mirror.output());
+    assert!(
+        mirror.output().contains("starting it over"),
+        "the start-over must be logged:\n{}",
+        mirror.output()
+    );
+    assert_exact_copy(&bed.source, &bed.target, &topic);
+
+    // Translation uses the new topic's history only (the old one mapped
+    // the same source offsets to a deleted target topic).
+    let group = unique_name("recreated-group");
+    bed.source
+        .commit_group(&group, &[(&topic, 0, 40), (&topic, 1, 149)]);
+    let (code, stdout, stderr) = setup.command(
+        "translate",
+        &["--group", &group, "--topic", &topic, "--apply"],
+    );
+    assert_eq!(code, 0, "translate failed:\n{stdout}\n{stderr}");
+    let translated = bed.target.group_offsets(&group, &topic, 2);
+    let source = by_partition(bed.source.read_all(&topic, Isolation::ReadCommitted));
+    let target = by_partition(bed.target.read_all(&topic, Isolation::ReadCommitted));
+    for (partition, source_offset) in [(0, 40), (1, 149)] {
+        let first_after = |records: &[ReadRecord], offset: i64| {
+            records
+                .iter()
+                .find(|r| r.offset >= offset)
+                .map(|r| r.value.clone())
+        };
+        let target_offset = translated[&partition];
+        assert_eq!(
+            first_after(&target[&partition], target_offset),
+            first_after(&source[&partition], source_offset),
+            "partition {partition}: the group resumes at source offset {source_offset}, the translation says target offset {target_offset}"
+        );
+    }
+
+    // Started over once: later runs resume normally.
+    bed.source.produce(&topic, &records("later", 2, 10));
+    let mut mirror = setup.start(&topic, &[]);
+    wait_for_copy(&bed.source, &bed.target, &topic, COPY_LIMIT, &mut mirror);
+    assert_eq!(mirror.stop(EXIT_LIMIT), 0, "{}", mirror.output());
+    assert_exact_copy(&bed.source, &bed.target, &topic);
+}
+
+#[test]
+fn a_source_topic_recreated_while_running_is_a_named_stop() {
+    let bed = bed();
+    let setup = MirrorSetup::new(&bed.source.bootstrap, &bed.target.bootstrap);
+    let topic = bed.source.create_topic("recreated-live", 2);
+    bed.source.produce(&topic, &records("old", 2, 100));
+    let mut mirror = setup.start(&topic, &[]);
+    wait_for_copy(&bed.source, &bed.target, &topic, COPY_LIMIT, &mut mirror);
+    let old_copy = target_values(&bed.target, &topic);
+
+    recreate(&bed.source, &topic);
+    bed.source.produce(&topic, &records("new", 2, 150));
+    let code = mirror.wait_exit(EXIT_LIMIT);
+    let output = mirror.output();
+    assert_ne!(code, 0, "eosmirror must stop:\n{output}");
+    assert!(
+        output.contains("the source topic was deleted and created again"),
+        "the stop must name the recreated topic:\n{output}"
+    );
+    assert_eq!(
+        target_values(&bed.target, &topic),
+        old_copy,
+        "nothing of the new topic may reach the old copy"
+    );
+}
+
+#[test]
+fn a_recreated_target_topic_is_a_named_stop() {
+    let bed = bed();
+    let setup = MirrorSetup::new(&bed.source.bootstrap, &bed.target.bootstrap);
+    let topic = copied_topic(&setup, "recreated-target");
+
+    bed.target.delete_topic(&topic);
+    bed.source.produce(&topic, &records("more", 2, 10));
+    let (code, output) = setup.run_to_exit(&topic, &[], EXIT_LIMIT);
+    assert_ne!(
+        code, 0,
+        "a recreated target topic must stop eosmirror:\n{output}"
+    );
+    assert!(
+        output.contains("the target topic was deleted and created again"),
+        "the stop must name the recreated target topic:\n{output}"
+    );
+    assert_eq!(
+        bed.target.read_all(&topic, Isolation::ReadCommitted).len(),
+        0,
+        "nothing may be copied into the recreated target topic at the old positions"
+    );
+}
