@@ -119,6 +119,17 @@ fn scenario(name: &str) {
             s.outcomes.iter().any(|o| o.contains("zombie fenced")),
             "the zombie was not seen fenced:\n{text}"
         ),
+        "source-topic-recreated" => assert!(
+            s.outcomes
+                .iter()
+                .any(|o| o.contains("naming the recreated topic")),
+            "eosmirror did not stop naming the recreated topic:\n{text}"
+        ),
+        "open-source-transaction-at-cutover" => assert!(
+            s.outcomes.iter().any(|o| o.contains("and named it"))
+                && s.outcomes.iter().any(|o| o.contains("cutover completed")),
+            "cutover did not wait for the open transaction, then complete:\n{text}"
+        ),
         _ => {}
     }
 }
@@ -171,6 +182,16 @@ fn chaos_state_loss() {
 #[test]
 fn chaos_source_gap() {
     scenario("source-gap");
+}
+
+#[test]
+fn chaos_source_topic_recreated() {
+    scenario("source-topic-recreated");
+}
+
+#[test]
+fn chaos_open_source_transaction_at_cutover() {
+    scenario("open-source-transaction-at-cutover");
 }
 
 #[test]

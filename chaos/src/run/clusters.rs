@@ -93,6 +93,22 @@ impl ClusterSpec {
         Ok(())
     }
 
+    /// Deletes `topic` and waits until its metadata is gone.
+    pub fn delete_topic(&self, topic: &str) -> Result<()> {
+        let options = AdminOptions::new().operation_timeout(Some(ADMIN_TIMEOUT));
+        for r in block_on(self.admin()?.delete_topics(&[topic], &options))? {
+            r.map_err(|(t, e)| anyhow!("{}: delete topic {t}: {e}", self.name))?;
+        }
+        let deadline = Instant::now() + ADMIN_TIMEOUT;
+        while self.partitions(topic)?.is_some() {
+            if Instant::now() > deadline {
+                bail!("{}: topic {topic} was not deleted", self.name);
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        Ok(())
+    }
+
     /// Partition count of `topic`, `None` if it does not exist.
     pub fn partitions(&self, topic: &str) -> Result<Option<i32>> {
         let c: BaseConsumer = self.client_config().create()?;

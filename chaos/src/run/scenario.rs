@@ -11,6 +11,7 @@
 use std::collections::BTreeMap;
 use std::fs;
 use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::{anyhow, Context, Result};
@@ -27,8 +28,9 @@ use super::mirror::{has_translate, Mirror, MirrorSpec, TAKEN_OVER};
 use super::report::{FaultEvent, GroupCheck, Percentiles, ScenarioReport, Status};
 use super::rng::Rng;
 use super::tail::Tail;
-use super::workload::{lock, Workload, WorkloadSpec};
+use super::workload::{lock, write_strangers, Workload, WorkloadSpec};
 use super::Config;
+use crate::ledger::Ledger;
 use crate::proxy::Fault;
 use crate::record::{decode, Decoded};
 
@@ -66,6 +68,12 @@ pub enum FaultKind {
     StateLoss,
     /// 10. Source records deleted (DeleteRecords) before they were copied.
     SourceGap,
+    /// 11. The source topic deleted and created again under the same name
+    ///     while eosmirror runs, then written to.
+    SourceTopicRecreated,
+    /// 12. A source transaction held open while `eosmirror cutover` runs,
+    ///     then committed.
+    OpenSourceTransaction,
 }
 
 impl FaultKind {
@@ -84,6 +92,8 @@ impl FaultKind {
             FaultKind::SourceBrokerKill => "source-broker-kill",
             FaultKind::StateLoss => "state-loss",
             FaultKind::SourceGap => "source-gap",
+            FaultKind::SourceTopicRecreated => "source-topic-recreated",
+            FaultKind::OpenSourceTransaction => "open-source-transaction",
         }
     }
 
@@ -111,6 +121,14 @@ impl FaultKind {
     /// event).
     fn is_process(self) -> bool {
         self.path().is_none()
+    }
+
+    /// One-off faults with a script of their own instead of events.
+    fn is_scripted(self) -> bool {
+        matches!(
+            self,
+            FaultKind::SourceTopicRecreated | FaultKind::OpenSourceTransaction
+        )
     }
 }
 
@@ -149,6 +167,8 @@ pub const SCENARIOS: &[Scenario] = &[
     Scenario { name: "source-broker-kill", about: "source broker killed with SIGKILL and restarted (the source is unavailable meanwhile)", kinds: &[FaultKind::SourceBrokerKill], expected: EXACT },
     Scenario { name: "state-loss", about: "eosmirror's state dir deleted or corrupted between restarts", kinds: &[FaultKind::StateLoss], expected: EXACT },
     Scenario { name: "source-gap", about: "source records removed by DeleteRecords before they were copied", kinds: &[FaultKind::SourceGap], expected: "eosmirror stops with an error naming the deleted offsets (not silence); restarted with --on.source.gap skip it copies everything else exactly once: zero anomalies" },
+    Scenario { name: "source-topic-recreated", about: "the source topic deleted and created again under the same name while eosmirror runs, then written to", kinds: &[FaultKind::SourceTopicRecreated], expected: "eosmirror stops with an error naming the recreated topic (not silence); the copy holds every record of the old topic exactly once and nothing of the new one" },
+    Scenario { name: "open-source-transaction-at-cutover", about: "a source transaction held open (a two-phase-commit sink) while eosmirror cutover runs, then committed", kinds: &[FaultKind::OpenSourceTransaction], expected: "cutover does not complete while the transaction is open and names its partition; after the commit it completes, and everything is copied exactly: zero anomalies" },
     Scenario { name: "combined", about: "all of the above but the source gap, drawn at random, several at once, under load", kinds: &[
         FaultKind::KillMirror, FaultKind::Zombie, FaultKind::TargetBlackhole, FaultKind::TargetReset,
         FaultKind::SourceBlackhole, FaultKind::SourceReset, FaultKind::SlowTarget, FaultKind::SlowSource,
@@ -244,6 +264,10 @@ struct Run<'a> {
     outcomes: Vec<String>,
     fault_phase: Instant,
     gap_done: bool,
+    /// The workload's run id (in every record it writes).
+    run_id: u64,
+    /// The ledger of a workload a script finished early.
+    finished: Option<Arc<Mutex<Ledger>>>,
 }
 
 impl<'a> Run<'a> {
@@ -344,6 +368,8 @@ impl<'a> Run<'a> {
             outcomes: Vec::new(),
             fault_phase: Instant::now(),
             gap_done: false,
+            run_id,
+            finished: None,
         };
         run.start_mirror()?;
         // Warm up: the first copies arrive.
@@ -468,8 +494,20 @@ impl<'a> Run<'a> {
         }
     }
 
-    /// The fault phase: events until the duration is over.
+    /// The fault phase: events until the duration is over (or a scripted
+    /// fault's script, then the rest of the duration without faults).
     fn faults(&mut self) -> Result<()> {
+        if let Some(kind) = self.kinds.iter().copied().find(|k| k.is_scripted()) {
+            let pause = Duration::from_millis(self.rng.range(1000, 4000));
+            self.sleep(pause);
+            match kind {
+                FaultKind::SourceTopicRecreated => self.source_topic_recreated()?,
+                _ => self.open_transaction_at_cutover()?,
+            }
+            let rest = self.cfg.duration.saturating_sub(self.fault_phase.elapsed());
+            self.sleep(rest);
+            return Ok(());
+        }
         while self.fault_phase.elapsed() < self.cfg.duration {
             let pause = Duration::from_millis(self.rng.range(1000, 4000));
             self.sleep(pause);
@@ -765,7 +803,7 @@ impl<'a> Run<'a> {
                 ));
             }
             FaultKind::SourceGap => self.source_gap(detail)?,
-            _ => unreachable!("network faults are not process faults"),
+            _ => unreachable!("network and scripted faults are not process faults"),
         }
         Ok(())
     }
@@ -842,9 +880,165 @@ impl<'a> Run<'a> {
         Ok(())
     }
 
+    /// Scenario 11: the source topic deleted and created again under the
+    /// same name while eosmirror runs, then written to by another run (so
+    /// the judge counts any copy of the new topic as unexpected).
+    fn source_topic_recreated(&mut self) -> Result<()> {
+        let at = self.fault_phase.elapsed().as_secs_f64();
+        // Everything of the old topic is copied first: what it held when
+        // deleted is then gone from the source, not lost by eosmirror.
+        let ledger = self.workload.take().expect("workload running").finish();
+        let snapshot = lock(&ledger).committed_pseq.clone();
+        self.finished = Some(ledger);
+        if self
+            .recovery(Instant::now(), &snapshot, false, RECOVERY_LIMIT)
+            .is_none()
+        {
+            return Ok(());
+        }
+        // More records than the old topic had: resuming at the old
+        // positions would then skip the new topic's first records and
+        // append the rest to the old copy, silently.
+        let mut old_end = 0;
+        for p in 0..self.cfg.partitions {
+            old_end = old_end.max(self.cfg.source.watermarks(&self.topic, p)?.1);
+        }
+        let strangers = old_end as usize + 20;
+        self.cfg.source.delete_topic(&self.topic)?;
+        // The broker refuses the name for a moment after the deletion.
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while let Err(e) = self
+            .cfg
+            .source
+            .create_topic(&self.topic, self.cfg.partitions)
+        {
+            if Instant::now() > deadline {
+                return Err(e.context("recreating the source topic"));
+            }
+            std::thread::sleep(Duration::from_millis(500));
+        }
+        write_strangers(
+            &self.cfg.source,
+            &self.topic,
+            self.cfg.partitions,
+            strangers,
+            !self.run_id,
+        )?;
+        let recreated = Instant::now();
+        self.say("source topic deleted and recreated; eosmirror must stop naming it");
+        let mut m = self.mirror.take().expect("eosmirror running");
+        let code = m.wait_exit(Duration::from_secs(120));
+        let named = m
+            .output()
+            .contains("the source topic was deleted and created again");
+        match code {
+            Some(c) if c != 0 && named => self.outcomes.push(format!(
+                "eosmirror exited {c} naming the recreated topic {}",
+                self.topic
+            )),
+            Some(c) => self.deviations.push(format!(
+                "eosmirror exited {c} without naming the recreated topic; last lines:\n{}",
+                m.tail(15)
+            )),
+            None => {
+                m.kill();
+                self.deviations.push(format!(
+                    "eosmirror went on for 120 s after the source topic was recreated (silence); last lines:\n{}",
+                    m.tail(15)
+                ));
+            }
+        }
+        self.faults.push(FaultEvent {
+            at_secs: at,
+            kinds: vec![FaultKind::SourceTopicRecreated.name().into()],
+            detail: format!(
+                "source topic deleted and recreated, {strangers} records per partition of another run written to it"
+            ),
+            recovery_ms: code.map(|_| recreated.elapsed().as_millis() as u64),
+        });
+        Ok(())
+    }
+
+    /// Scenario 12: cutover while a source transaction is held open, then
+    /// again after it commits.
+    fn open_transaction_at_cutover(&mut self) -> Result<()> {
+        let at = self.fault_phase.elapsed().as_secs_f64();
+        let workload = self.workload.as_mut().expect("workload running");
+        // Cutover is for a stopped stream: the producers stop first.
+        workload.pause(Duration::from_secs(120))?;
+        let snapshot = self.committed_now();
+        self.recovery(Instant::now(), &snapshot, false, RECOVERY_LIMIT);
+        let partition = self.rng.range(0, self.cfg.partitions as u64) as i32;
+        let held = self
+            .workload
+            .as_mut()
+            .expect("workload running")
+            .hold_transaction(partition, 10)?;
+        self.say(&format!(
+            "source transaction held open on partition {partition}; cutover must not complete"
+        ));
+        let (code, report) = self.cutover(0, Duration::from_secs(5))?;
+        let named = format!("{}-{partition} (offsets [", self.topic);
+        if code != Some(0) && report.contains("NOT COMPLETE") && report.contains(&named) {
+            self.outcomes.push(format!(
+                "cutover did not complete while a transaction held {}-{partition}, and named it",
+                self.topic
+            ));
+        } else {
+            self.deviations.push(format!(
+                "cutover with a source transaction open on {}-{partition} exited {code:?}:\n{report}",
+                self.topic
+            ));
+        }
+        held.commit()?;
+        let committed = Instant::now();
+        let (code, report) = self.cutover(1, Duration::from_secs(120))?;
+        let completed = code == Some(0) && report.contains("cutover: COMPLETE");
+        if completed {
+            self.outcomes
+                .push("cutover completed once the transaction committed".into());
+        } else {
+            self.deviations.push(format!(
+                "cutover after the transaction committed exited {code:?}:\n{report}"
+            ));
+        }
+        self.faults.push(FaultEvent {
+            at_secs: at,
+            kinds: vec![FaultKind::OpenSourceTransaction.name().into()],
+            detail: format!("10 records of partition {partition} in a transaction held open through one cutover, committed before a second"),
+            recovery_ms: completed.then(|| committed.elapsed().as_millis() as u64),
+        });
+        self.workload.as_ref().expect("workload running").resume();
+        Ok(())
+    }
+
+    /// Runs `eosmirror cutover` for the workload's group (directly to both
+    /// clusters); its exit code and report, also kept in `cutover-<n>.log`.
+    fn cutover(&self, n: usize, timeout: Duration) -> Result<(Option<i32>, String)> {
+        let out = std::process::Command::new(&self.cfg.eosmirror)
+            .arg("cutover")
+            .arg("--consumer.config")
+            .arg(self.dir.join("consumer-direct.properties"))
+            .arg("--producer.config")
+            .arg(self.dir.join("producer-direct.properties"))
+            .args(["--source.alias", &self.spec.alias, "--include", &self.topic])
+            .args(["--groups", &self.group])
+            .args(["--timeout.ms", &timeout.as_millis().to_string()])
+            .output()?;
+        let report = String::from_utf8_lossy(&out.stdout).into_owned();
+        fs::write(
+            self.dir.join(format!("cutover-{n}.log")),
+            [&out.stdout[..], &out.stderr[..]].concat(),
+        )?;
+        Ok((out.status.code(), report))
+    }
+
     /// Stops the workload, waits for the copy, stops eosmirror, judges.
     fn finish(mut self, started: Instant) -> ScenarioReport {
-        let ledger = self.workload.take().expect("workload").finish();
+        let ledger = match self.workload.take() {
+            Some(workload) => workload.finish(),
+            None => self.finished.take().expect("a finished workload's ledger"),
+        };
         let snapshot = lock(&ledger).committed_pseq.clone();
         let t = Instant::now();
         if self.recovery(t, &snapshot, false, CATCH_UP_LIMIT).is_some() {
@@ -898,7 +1092,12 @@ impl<'a> Run<'a> {
         let failed = verdict.total.anomalies() > 0
             || !self.deviations.is_empty()
             || matches!(group, GroupCheck::Failed(_))
-            || (self.sc.kinds.contains(&FaultKind::SourceGap) && self.outcomes.is_empty())
+            || (self
+                .sc
+                .kinds
+                .iter()
+                .any(|k| *k == FaultKind::SourceGap || k.is_scripted())
+                && self.outcomes.is_empty())
             || (self.sc.name == "zombie" && !self.outcomes.iter().any(|o| o.contains("zombie")));
         ScenarioReport {
             name: self.sc.name.into(),
@@ -931,6 +1130,12 @@ impl<'a> Run<'a> {
     fn check_group(&self) -> GroupCheck {
         if !has_translate(&self.cfg.eosmirror) {
             return GroupCheck::NotRun("eosmirror has no translate command".into());
+        }
+        if self.sc.kinds.contains(&FaultKind::SourceTopicRecreated) {
+            return GroupCheck::NotRun(
+                "the source topic was recreated: the group's offsets were offsets of the deleted one"
+                    .into(),
+            );
         }
         match self.translate_and_compare() {
             Ok(Ok(detail)) => GroupCheck::Passed(detail),

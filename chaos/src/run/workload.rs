@@ -78,9 +78,35 @@ pub struct Workload {
     group_stop: Arc<AtomicBool>,
     /// Records the group consumer consumed.
     pub group_consumed: Arc<AtomicU64>,
-    /// Per-(partition, key) sequence counters of stream 2.
-    gap_seq: BTreeMap<(u32, u32), u64>,
-    gap_pseq: BTreeMap<u32, u64>,
+    /// Sequence counters of the streams written on demand (2: records
+    /// deleted before they are copied, 3: a transaction held open), per
+    /// (stream, partition, key) and per (stream, partition).
+    side_kseq: BTreeMap<(u8, u32, u32), u64>,
+    side_pseq: BTreeMap<(u8, u32), u64>,
+}
+
+/// A source transaction the scenario holds open (a two-phase-commit sink
+/// between checkpoints), then commits.
+pub struct HeldTransaction {
+    producer: BaseProducer,
+    metas: Vec<Meta>,
+    ledger: Arc<Mutex<Ledger>>,
+}
+
+impl HeldTransaction {
+    /// Commits it; its records must then be copied exactly once.
+    pub fn commit(self) -> Result<()> {
+        match self.producer.commit_transaction(TXN_TIMEOUT) {
+            Ok(()) => {
+                lock(&self.ledger).record(Outcome::Committed, &self.metas);
+                Ok(())
+            }
+            Err(e) => {
+                lock(&self.ledger).record(Outcome::Uncertain, &self.metas);
+                Err(anyhow!("commit the held transaction: {e}"))
+            }
+        }
+    }
 }
 
 /// Builds records: keys, sizes, headers and timestamps vary.
@@ -257,8 +283,8 @@ impl Workload {
             group: Some(group),
             group_stop,
             group_consumed,
-            gap_seq: BTreeMap::new(),
-            gap_pseq: BTreeMap::new(),
+            side_kseq: BTreeMap::new(),
+            side_pseq: BTreeMap::new(),
         })
     }
 
@@ -294,30 +320,66 @@ impl Workload {
             .create()?;
         let mut metas = Vec::new();
         for i in 0..count {
-            let key = 32 + (i as u32 % KEYS);
-            let p = partition as u32;
-            let kseq = self.gap_seq.entry((p, key)).or_insert(0);
-            let pseq = self.gap_pseq.entry(p).or_insert(0);
-            let meta = Meta {
-                run: self.spec.run,
-                stream: 2,
-                flags: 0,
-                partition: p,
-                key,
-                kseq: *kseq,
-                pseq: *pseq,
-            };
-            *kseq += 1;
-            *pseq += 1;
+            let meta = self.side_meta(2, partition as u32, i);
             let e = encode(&meta, 50, vec![("doomed".into(), None)], now_ms());
             producer
-                .send(record(&self.spec.topic, &e, p))
+                .send(record(&self.spec.topic, &e, meta.partition))
                 .map_err(|(e, _)| anyhow!("write doomed records: {e}"))?;
             metas.push(meta);
         }
         producer.flush(Duration::from_secs(60))?;
         lock(&self.ledger).record(Outcome::Deleted, &metas);
         Ok(metas)
+    }
+
+    /// The next record identity of on-demand stream `stream` (keys
+    /// `stream*16 ..`) in `partition`; `i` picks the key.
+    fn side_meta(&mut self, stream: u8, partition: u32, i: usize) -> Meta {
+        let key = u32::from(stream) * 16 + (i as u32 % KEYS);
+        let kseq = self.side_kseq.entry((stream, partition, key)).or_insert(0);
+        let pseq = self.side_pseq.entry((stream, partition)).or_insert(0);
+        let meta = Meta {
+            run: self.spec.run,
+            stream,
+            flags: 0,
+            partition,
+            key,
+            kseq: *kseq,
+            pseq: *pseq,
+        };
+        *kseq += 1;
+        *pseq += 1;
+        meta
+    }
+
+    /// Writes `count` records to `partition` (stream 3) in a source
+    /// transaction and leaves it open: the partition's last stable offset
+    /// stands still until [`HeldTransaction::commit`].
+    pub fn hold_transaction(&mut self, partition: i32, count: usize) -> Result<HeldTransaction> {
+        let producer: BaseProducer = self
+            .spec
+            .source
+            .client_config()
+            .set("transactional.id", format!("{}-held", self.spec.topic))
+            .set("transaction.timeout.ms", "300000")
+            .create()?;
+        producer.init_transactions(TXN_TIMEOUT)?;
+        producer.begin_transaction()?;
+        let mut metas = Vec::new();
+        for i in 0..count {
+            let meta = self.side_meta(3, partition as u32, i);
+            let e = encode(&meta, 50, vec![("held".into(), None)], now_ms());
+            producer
+                .send(record(&self.spec.topic, &e, meta.partition))
+                .map_err(|(e, _)| anyhow!("write held records: {e}"))?;
+            metas.push(meta);
+        }
+        producer.flush(Duration::from_secs(60))?;
+        Ok(HeldTransaction {
+            producer,
+            metas,
+            ledger: self.ledger.clone(),
+        })
     }
 
     /// Stops the writers (waiting for what they have in flight) and the
@@ -390,6 +452,41 @@ fn plain_writer(spec: WorkloadSpec, control: Arc<Control>, producer: ThreadedPro
         }
     }
     flush();
+}
+
+/// Writes `count` records of another workload run to every partition of
+/// `topic`: records that must never reach this run's copy (the judge counts
+/// any it sees as unexpected).
+pub fn write_strangers(
+    source: &ClusterSpec,
+    topic: &str,
+    partitions: i32,
+    count: usize,
+    run: u64,
+) -> Result<()> {
+    let producer: BaseProducer = source
+        .client_config()
+        .set("enable.idempotence", "true")
+        .create()?;
+    for partition in 0..partitions as u32 {
+        for i in 0..count {
+            let meta = Meta {
+                run,
+                stream: 0,
+                flags: 0,
+                partition,
+                key: i as u32 % KEYS,
+                kseq: i as u64,
+                pseq: i as u64,
+            };
+            let e = encode(&meta, 50, vec![("stranger".into(), None)], now_ms());
+            producer
+                .send(record(topic, &e, partition))
+                .map_err(|(e, _)| anyhow!("write records of another run: {e}"))?;
+        }
+    }
+    producer.flush(Duration::from_secs(60))?;
+    Ok(())
 }
 
 /// A transactional producer for stream 1, initialised (retrying while the
