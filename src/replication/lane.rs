@@ -57,7 +57,7 @@ use super::errors::{classify, classify_code, Disposition};
 use super::failure::WorkerError;
 use super::layout::{Lane, Layout};
 use super::limits::{BatchLimits, BufferBudget};
-use super::lineage::{self, Continuity, TopicIds};
+use super::lineage::{self, Continuity, PendingTopicIds, TopicIds};
 use super::positions::{
     read_lane_positions, target_has_committed_records, watermark_client, LanePositions,
     ResumePosition, View,
@@ -407,7 +407,8 @@ impl LaneWorker {
         let topics = partitions.iter().map(|p| p.topic.as_str()).collect();
         let (cluster_id, ids) =
             match lineage::source_cluster_id(&consumer, timeout).and_then(|cluster_id| {
-                TopicIds::read(&consumer, &target_watermarks, &topics, timeout)
+                TopicIds::request(&consumer, &target_watermarks, &topics, timeout)
+                    .wait()
                     .map(|ids| (cluster_id, ids))
             }) {
                 Ok(found) => found,
@@ -1023,8 +1024,11 @@ impl<'w> LaneSession<'w> {
             }
         }
 
+        // The lineage check's requests go out after the batch's last fetch
+        // and are answered while the copies flush.
+        let lineage = self.request_lineage();
         let copies = self.collect_copies()?;
-        self.check_lineage()?;
+        self.check_lineage(lineage)?;
         let records = self.progress_records(copies)?;
         self.send_progress(&records)?;
         let reports = self.producer.commit()?;
@@ -1073,26 +1077,32 @@ impl<'w> LaneSession<'w> {
         Ok(copies)
     }
 
-    /// Before every commit, after the batch's last fetch: the batch's topics
-    /// are still the ones the session resumed. A topic recreated since (its
-    /// consumer may have read the new topic at the old offsets) ends the
-    /// session uncommitted: with a named stop, or a new session that starts
-    /// it over when `--start.over` names it.
-    fn check_lineage(&self) -> Result<(), TxnFailure> {
+    /// Asks both clusters for the ids of the batch's topics.
+    fn request_lineage(&self) -> PendingTopicIds {
         let topics = self
             .touched_order
             .iter()
             .map(|&i| self.cursors[i].partition.topic.as_str())
             .collect();
-        let timeout = call_timeout(&self.worker.settings);
-        let ids =
-            TopicIds::read(&self.consumer, &self.target, &topics, timeout).map_err(|detail| {
-                TxnFailure {
-                    disposition: Disposition::Retriable,
-                    detail,
-                    slot: None,
-                }
-            })?;
+        TopicIds::request(
+            &self.consumer,
+            &self.target,
+            &topics,
+            call_timeout(&self.worker.settings),
+        )
+    }
+
+    /// Before every commit, after the batch's last fetch: the batch's topics
+    /// are still the ones the session resumed. A topic recreated since (its
+    /// consumer may have read the new topic at the old offsets) ends the
+    /// session uncommitted: with a named stop, or a new session that starts
+    /// it over when `--start.over` names it.
+    fn check_lineage(&self, pending: PendingTopicIds) -> Result<(), TxnFailure> {
+        let ids = pending.wait().map_err(|detail| TxnFailure {
+            disposition: Disposition::Retriable,
+            detail,
+            slot: None,
+        })?;
         for &cursor in &self.touched_order {
             let c = &self.cursors[cursor];
             if let Err(error) = ids.unchanged(&c.partition, &c.lineage) {

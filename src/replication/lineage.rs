@@ -14,7 +14,7 @@ use rdkafka::consumer::{BaseConsumer, Consumer};
 
 use super::failure::WorkerError;
 use super::progress::Lineage;
-use crate::topics::identity::{topic_ids, TopicId};
+use crate::topics::identity::{TopicId, TopicIdRequest};
 
 /// What a partition's recorded position means now.
 #[derive(Debug, PartialEq, Eq)]
@@ -33,24 +33,42 @@ pub struct TopicIds {
     target: HashMap<String, Option<TopicId>>,
 }
 
-impl TopicIds {
-    /// Reads them (one request per cluster).
-    pub fn read(
-        source: &BaseConsumer,
-        target: &BaseConsumer,
-        topics: &BTreeSet<&str>,
-        timeout: Duration,
-    ) -> Result<TopicIds, String> {
-        let topics: Vec<&str> = topics.iter().copied().collect();
-        let read = |side: &str, client: &BaseConsumer| {
-            topic_ids(client.client(), &topics, timeout)
+/// The requests for [`TopicIds`] on both clusters, in flight.
+pub struct PendingTopicIds {
+    source: TopicIdRequest,
+    target: TopicIdRequest,
+}
+
+impl PendingTopicIds {
+    /// The answers (waiting for them).
+    pub fn wait(self) -> Result<TopicIds, String> {
+        let answer = |side: &str, request: TopicIdRequest| {
+            request
+                .wait()
                 .map(|ids| ids.into_iter().collect())
                 .map_err(|e| format!("reading the {side} topics' ids: {e}"))
         };
         Ok(TopicIds {
-            source: read("source", source)?,
-            target: read("target", target)?,
+            source: answer("source", self.source)?,
+            target: answer("target", self.target)?,
         })
+    }
+}
+
+impl TopicIds {
+    /// Asks both clusters for the ids of `topics` (one request each, sent
+    /// at once).
+    pub fn request(
+        source: &BaseConsumer,
+        target: &BaseConsumer,
+        topics: &BTreeSet<&str>,
+        timeout: Duration,
+    ) -> PendingTopicIds {
+        let topics: Vec<&str> = topics.iter().copied().collect();
+        PendingTopicIds {
+            source: TopicIdRequest::send(source.client(), &topics, timeout),
+            target: TopicIdRequest::send(target.client(), &topics, timeout),
+        }
     }
 
     /// The lineage of `topic` as it is now, given the source cluster's id;

@@ -74,97 +74,116 @@ impl<T> Drop for Owned<T> {
     }
 }
 
-/// The id of each named topic on the cluster `client` is connected to;
-/// `None` for a topic that does not exist. One request for all of them.
-pub fn topic_ids<C: ClientContext>(
-    client: &Client<C>,
-    topics: &[&str],
-    timeout: Duration,
-) -> Result<BTreeMap<String, Option<TopicId>>, KafkaError> {
-    let mut found = BTreeMap::new();
-    if topics.is_empty() {
-        return Ok(found);
-    }
-    let names: Vec<CString> = topics
-        .iter()
-        .map(|t| CString::new(*t).expect("Kafka topic names contain no NUL"))
-        .collect();
-    let mut pointers: Vec<*const c_char> = names.iter().map(|n| n.as_ptr()).collect();
-    let rk = client.native_ptr();
-    let timeout_ms = timeout.as_millis().min(i32::MAX as u128) as i32;
-    // SAFETY: every object is created and destroyed in this block (the
-    // request copies the collection and the options); `names` outlives
-    // the collection; the event's result is read before it is destroyed.
-    unsafe {
-        let collection = Owned {
-            ptr: rd::rd_kafka_TopicCollection_of_topic_names(pointers.as_mut_ptr(), pointers.len()),
-            destroy: rd::rd_kafka_TopicCollection_destroy,
-        };
-        let queue = Owned {
-            ptr: rd::rd_kafka_queue_new(rk),
-            destroy: rd::rd_kafka_queue_destroy,
-        };
-        let options = Owned {
-            ptr: rd::rd_kafka_AdminOptions_new(
-                rk,
-                rd::rd_kafka_admin_op_t::RD_KAFKA_ADMIN_OP_DESCRIBETOPICS,
-            ),
-            destroy: rd::rd_kafka_AdminOptions_destroy,
-        };
-        let mut errstr = [0 as c_char; 256];
-        rd::rd_kafka_AdminOptions_set_request_timeout(
-            options.ptr,
-            timeout_ms,
-            errstr.as_mut_ptr(),
-            errstr.len(),
-        );
-        rd::rd_kafka_DescribeTopics(rk, collection.ptr, options.ptr, queue.ptr);
-        // The request's own timeout ends it; the extra second only covers
-        // the result's way back through the queue.
-        let event = Owned {
-            ptr: rd::rd_kafka_queue_poll(queue.ptr, timeout_ms.saturating_add(1_000)),
-            destroy: rd::rd_kafka_event_destroy,
-        };
-        if event.ptr.is_null() {
-            return Err(KafkaError::AdminOp(RDKafkaErrorCode::OperationTimedOut));
-        }
-        let code = rd::rd_kafka_event_error(event.ptr);
-        if code != RDKafkaRespErr::RD_KAFKA_RESP_ERR_NO_ERROR {
-            return Err(KafkaError::AdminOp(code.into()));
-        }
-        let result = rd::rd_kafka_event_DescribeTopics_result(event.ptr);
-        let mut count = 0usize;
-        let descriptions = rd::rd_kafka_DescribeTopics_result_topics(result, &mut count);
-        for i in 0..count {
-            let description = *descriptions.add(i);
-            let name = CStr::from_ptr(rd::rd_kafka_TopicDescription_name(description))
-                .to_string_lossy()
-                .into_owned();
-            let error = rd::rd_kafka_TopicDescription_error(description);
-            let code = if error.is_null() {
-                RDKafkaRespErr::RD_KAFKA_RESP_ERR_NO_ERROR
-            } else {
-                rd::rd_kafka_error_code(error)
+/// A DescribeTopics request in flight: sent by [`TopicIdRequest::send`],
+/// answered by [`TopicIdRequest::wait`], so the caller can do other work
+/// (a lane flushes its batch) while the cluster answers.
+pub struct TopicIdRequest {
+    queue: Owned<rd::rd_kafka_queue_t>,
+    timeout_ms: i32,
+}
+
+impl TopicIdRequest {
+    /// Asks the cluster `client` is connected to for the ids of `topics`
+    /// (one request for all of them).
+    pub fn send<C: ClientContext>(
+        client: &Client<C>,
+        topics: &[&str],
+        timeout: Duration,
+    ) -> TopicIdRequest {
+        let names: Vec<CString> = topics
+            .iter()
+            .map(|t| CString::new(*t).expect("Kafka topic names contain no NUL"))
+            .collect();
+        let mut pointers: Vec<*const c_char> = names.iter().map(|n| n.as_ptr()).collect();
+        let rk = client.native_ptr();
+        let timeout_ms = timeout.as_millis().min(i32::MAX as u128) as i32;
+        // SAFETY: the collection and options are created and destroyed here
+        // (the request copies both); `names` outlives the collection; the
+        // queue is owned by the returned request.
+        unsafe {
+            let collection = Owned {
+                ptr: rd::rd_kafka_TopicCollection_of_topic_names(
+                    pointers.as_mut_ptr(),
+                    pointers.len(),
+                ),
+                destroy: rd::rd_kafka_TopicCollection_destroy,
             };
-            match code {
-                RDKafkaRespErr::RD_KAFKA_RESP_ERR_NO_ERROR => {
-                    let id = rd::rd_kafka_TopicDescription_topic_id(description);
-                    found.insert(
-                        name,
-                        Some(TopicId::from_bits(
-                            rd::rd_kafka_Uuid_most_significant_bits(id),
-                            rd::rd_kafka_Uuid_least_significant_bits(id),
-                        )),
-                    );
+            let queue = Owned {
+                ptr: rd::rd_kafka_queue_new(rk),
+                destroy: rd::rd_kafka_queue_destroy,
+            };
+            let options = Owned {
+                ptr: rd::rd_kafka_AdminOptions_new(
+                    rk,
+                    rd::rd_kafka_admin_op_t::RD_KAFKA_ADMIN_OP_DESCRIBETOPICS,
+                ),
+                destroy: rd::rd_kafka_AdminOptions_destroy,
+            };
+            let mut errstr = [0 as c_char; 256];
+            rd::rd_kafka_AdminOptions_set_request_timeout(
+                options.ptr,
+                timeout_ms,
+                errstr.as_mut_ptr(),
+                errstr.len(),
+            );
+            rd::rd_kafka_DescribeTopics(rk, collection.ptr, options.ptr, queue.ptr);
+            TopicIdRequest { queue, timeout_ms }
+        }
+    }
+
+    /// The id of each topic asked for; `None` for one that does not exist.
+    pub fn wait(self) -> Result<BTreeMap<String, Option<TopicId>>, KafkaError> {
+        let mut found = BTreeMap::new();
+        // SAFETY: the event is polled from our own queue, read, and
+        // destroyed before this returns.
+        unsafe {
+            // The request's own timeout ends it; the extra second only
+            // covers the result's way back through the queue.
+            let event = Owned {
+                ptr: rd::rd_kafka_queue_poll(self.queue.ptr, self.timeout_ms.saturating_add(1_000)),
+                destroy: rd::rd_kafka_event_destroy,
+            };
+            if event.ptr.is_null() {
+                return Err(KafkaError::AdminOp(RDKafkaErrorCode::OperationTimedOut));
+            }
+            let code = rd::rd_kafka_event_error(event.ptr);
+            if code != RDKafkaRespErr::RD_KAFKA_RESP_ERR_NO_ERROR {
+                return Err(KafkaError::AdminOp(code.into()));
+            }
+            let result = rd::rd_kafka_event_DescribeTopics_result(event.ptr);
+            let mut count = 0usize;
+            let descriptions = rd::rd_kafka_DescribeTopics_result_topics(result, &mut count);
+            for i in 0..count {
+                let description = *descriptions.add(i);
+                let name = CStr::from_ptr(rd::rd_kafka_TopicDescription_name(description))
+                    .to_string_lossy()
+                    .into_owned();
+                let error = rd::rd_kafka_TopicDescription_error(description);
+                let code = if error.is_null() {
+                    RDKafkaRespErr::RD_KAFKA_RESP_ERR_NO_ERROR
+                } else {
+                    rd::rd_kafka_error_code(error)
+                };
+                match code {
+                    RDKafkaRespErr::RD_KAFKA_RESP_ERR_NO_ERROR => {
+                        let id = rd::rd_kafka_TopicDescription_topic_id(description);
+                        found.insert(
+                            name,
+                            Some(TopicId::from_bits(
+                                rd::rd_kafka_Uuid_most_significant_bits(id),
+                                rd::rd_kafka_Uuid_least_significant_bits(id),
+                            )),
+                        );
+                    }
+                    RDKafkaRespErr::RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART => {
+                        found.insert(name, None);
+                    }
+                    code => return Err(KafkaError::AdminOp(code.into())),
                 }
-                RDKafkaRespErr::RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART => {
-                    found.insert(name, None);
-                }
-                code => return Err(KafkaError::AdminOp(code.into())),
             }
         }
+        Ok(found)
     }
-    Ok(found)
 }
 
 #[cfg(test)]
