@@ -66,6 +66,17 @@ pub fn source_gap_skipped(p: &SourcePartition, offsets: u64) {
     counter!("eosmirror_source_gap_offsets_total", &labels(p)).increment(offsets);
 }
 
+/// A source partition stopped by an error of its own (1); its lane copies
+/// the others.
+pub fn partition_stopped(p: &SourcePartition) {
+    gauge!("eosmirror_partition_stopped", &labels(p)).set(1.0);
+}
+
+/// Source partitions stopped by errors, over all lanes.
+pub fn partitions_stopped(count: usize) {
+    gauge!("eosmirror_partitions_stopped").set(count as f64);
+}
+
 /// Source partitions being copied, over all lanes.
 pub fn partitions_running(count: usize) {
     gauge!("eosmirror_partitions").set(count as f64);

@@ -109,10 +109,11 @@ fn wait_for_counts(
 
 /// Records deleted at the source before eosmirror ever ran are not a gap (a
 /// fresh copy starts at the low watermark). Records deleted after part of the
-/// partition was copied but before the rest was are: eosmirror stops and
-/// names the lost range, copies nothing past it, and with
-/// `--on.source.gap skip` continues after the gap, exactly once, logging and
-/// counting what it skipped.
+/// partition was copied but before the rest was are: eosmirror stops that
+/// partition and names the lost range, copies nothing past it, copies the
+/// other partitions on, and exits non-zero naming it at shutdown; with
+/// `--on.source.gap skip` it continues after the gap, exactly once, logging
+/// and counting what it skipped.
 #[test]
 fn source_truncation_is_a_named_gap_unless_skipped() {
     let bed = bed();
@@ -147,16 +148,40 @@ fn source_truncation_is_a_named_gap_unless_skipped() {
     assert_eq!(bed.source.watermarks(&topic, 0), (30, 150));
     bed.source.delete_records(&topic, 0, 120);
 
-    let (code, output) = setup.run_to_exit(&topic, &[], EXIT_LIMIT);
-    assert_ne!(code, 0, "a source gap must stop eosmirror:\n{output}");
     let gap = format!("{topic}-0: source records at offsets 100..120 were deleted");
+    let metrics_address = support::free_local_address();
+    let mut mirror = setup.start(&topic, &["--metrics.address", &metrics_address]);
+    // The gap stops partition 0 only: partition 1 is copied on.
+    wait_for_counts(
+        &bed.target,
+        &topic,
+        &BTreeMap::from([(0, 70), (1, 30)]),
+        &mut mirror,
+    );
+    mirror.wait_until(
+        EXIT_LIMIT,
+        Duration::from_millis(200),
+        || reports_only_partition_0_stopped(&metrics_address, &topic),
+        |output| {
+            format!(
+                "partition 0 was never reported stopped:\n{}",
+                tail(output, 40)
+            )
+        },
+    );
+    let code = mirror.stop(EXIT_LIMIT);
+    let output = mirror.output();
+    assert_ne!(
+        code, 0,
+        "a run with a stopped partition must not exit 0:\n{output}"
+    );
     assert!(
         output.contains(&gap),
         "the error must name topic, partition and lost offsets ({gap:?}):\n{output}"
     );
     assert!(
-        output.contains("eosmirror: error:"),
-        "the gap is the run's error:\n{output}"
+        output.contains("eosmirror: error:") && output.contains("1 partition(s) stopped"),
+        "the stopped partition is the run's error:\n{output}"
     );
     // Nothing was skipped: partition 0 of the target is as the first run left it.
     assert_same_records(
@@ -234,6 +259,20 @@ fn source_truncation_is_a_named_gap_unless_skipped() {
         &partition_records(&bed.source, &topic, 0),
         &partition_records(&bed.target, &topic, 0)[70..],
     );
+}
+
+/// Whether eosmirror's metrics report `topic`-0 stopped (and no other).
+fn reports_only_partition_0_stopped(metrics_address: &str, topic: &str) -> Option<()> {
+    let metrics = support::scrape_metrics(metrics_address);
+    let stopped = |p: &str| {
+        support::metric_value(
+            &metrics,
+            "eosmirror_partition_stopped",
+            &[("topic", topic), ("partition", p)],
+        )
+    };
+    let total = support::metric_value(&metrics, "eosmirror_partitions_stopped", &[]);
+    (stopped("0") == Some(1.0) && stopped("1").is_none() && total == Some(1.0)).then_some(())
 }
 
 /// Records deleted at the source while eosmirror runs, before it copied

@@ -70,3 +70,38 @@ pub enum WorkerError {
         message: String,
     },
 }
+
+impl WorkerError {
+    /// The partition this error stops, when it is a fault of that partition
+    /// alone (the lane copies the others on); `None` when it stops the lane
+    /// or the run (a takeover, another source cluster, a broken client).
+    pub fn stopped_partition(&self) -> Option<&SourcePartition> {
+        match self {
+            WorkerError::SourceGap {
+                source_partition, ..
+            }
+            | WorkerError::SourceRewound {
+                source_partition, ..
+            }
+            | WorkerError::TargetLostData {
+                source_partition, ..
+            }
+            | WorkerError::TargetNotEmpty {
+                source_partition, ..
+            }
+            | WorkerError::TargetRejected {
+                source_partition, ..
+            }
+            | WorkerError::OrderViolated {
+                source_partition, ..
+            }
+            | WorkerError::TopicRecreated {
+                source_partition, ..
+            } => Some(source_partition),
+            WorkerError::SourceClusterChanged { .. }
+            | WorkerError::LaneTakenOver { .. }
+            | WorkerError::LaneFatal { .. }
+            | WorkerError::Fatal { .. } => None,
+        }
+    }
+}

@@ -36,7 +36,7 @@
 //! All calls here block: a lane runs on a thread of its own, so the async
 //! runtime (metrics endpoint, signals, supervisor) never stalls.
 
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::ffi::CString;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -63,6 +63,7 @@ use super::positions::{
     ResumePosition, View,
 };
 use super::progress::{runs_from_deliveries, InternalTopics, Lineage, ProgressRecord};
+use super::stopped::StoppedPartitions;
 use super::throttle::Throttle;
 use super::transaction::{TransactionalProducer, TxnFailure};
 use crate::metrics as m;
@@ -223,6 +224,9 @@ pub struct LaneWorker {
     shutdown: Arc<AtomicBool>,
     /// This lane's share of the memory bound.
     budget: BufferBudget,
+    /// Partitions stopped by their own errors (of any lane): never copied
+    /// again by this run.
+    stopped: Arc<StoppedPartitions>,
     /// Offset in the lane's position partition up to which this process
     /// knows every record: what its session read at start, then its own
     /// commits; `None` until a session has read it. A record of another
@@ -238,6 +242,7 @@ impl LaneWorker {
         state: Arc<StateStore>,
         shutdown: Arc<AtomicBool>,
         budget: BufferBudget,
+        stopped: Arc<StoppedPartitions>,
     ) -> LaneWorker {
         LaneWorker {
             lane,
@@ -246,15 +251,19 @@ impl LaneWorker {
             state,
             shutdown,
             budget,
+            stopped,
             known_position: Cell::new(None),
         }
     }
 
-    /// Runs sessions until shutdown or a failure that retrying cannot fix.
+    /// Runs sessions until shutdown, every partition of the lane is
+    /// stopped, or a failure of the lane that retrying cannot fix. A failure
+    /// of one partition stops that partition; the next session copies the
+    /// others.
     pub fn run(self) -> Result<(), WorkerError> {
         let mut backoff = Backoff::new(SESSION_BACKOFF_MIN, SESSION_BACKOFF_MAX);
         loop {
-            if self.shutdown.load(Ordering::Relaxed) {
+            if self.shutdown.load(Ordering::Relaxed) || self.to_copy().1.is_empty() {
                 return Ok(());
             }
             // Invariant 4: no session of ours re-initialises (and so fences)
@@ -262,7 +271,19 @@ impl LaneWorker {
             if !self.still_owned(&mut backoff)? {
                 return Ok(());
             }
-            match self.session()? {
+            let end = match self.session() {
+                Ok(end) => end,
+                Err(error) => match error.stopped_partition() {
+                    // Its batch, if one was open, is aborted by the next
+                    // session's init_transactions.
+                    Some(partition) => {
+                        self.stopped.stop(partition, &error);
+                        continue;
+                    }
+                    None => return Err(error),
+                },
+            };
+            match end {
                 SessionEnd::Shutdown => return Ok(()),
                 SessionEnd::Repartitioned => {
                     tracing::info!(lane = %self.lane, "the lane's partitions changed; starting a session with all of them")
@@ -366,7 +387,7 @@ impl LaneWorker {
     fn session(&self) -> Result<SessionEnd, WorkerError> {
         let settings = &*self.settings;
         let timeout = call_timeout(settings);
-        let (version, partitions) = self.partitions.snapshot();
+        let (version, partitions) = self.to_copy();
         let producer = TransactionalProducer::create(
             &settings.target,
             &self.transactional_id(),
@@ -436,6 +457,13 @@ impl LaneWorker {
             version,
         );
         session.run()
+    }
+
+    /// The lane's partitions without the stopped ones, and their version.
+    fn to_copy(&self) -> (u64, Vec<SourcePartition>) {
+        let (version, mut partitions) = self.partitions.snapshot();
+        partitions.retain(|p| !self.stopped.contains(p));
+        (version, partitions)
     }
 
     /// Whether the operator let `topic` start over when recreated.
@@ -692,6 +720,9 @@ struct LaneSession<'w> {
     touched_order: Vec<usize>,
     last_lag_report: Option<Instant>,
     last_source_warning: Cell<Option<Instant>>,
+    /// The error of one partition that made the batch fail (returned as a
+    /// `Fatal` failure): it stops that partition, not the lane.
+    partition_error: RefCell<Option<WorkerError>>,
 }
 
 impl<'w> LaneSession<'w> {
@@ -725,6 +756,7 @@ impl<'w> LaneSession<'w> {
             touched_order: Vec::new(),
             last_lag_report: None,
             last_source_warning: Cell::new(None),
+            partition_error: RefCell::new(None),
         }
     }
 
@@ -805,6 +837,9 @@ impl<'w> LaneSession<'w> {
                         }) => Some((cursor, source_offset)),
                         _ => None,
                     });
+                    if let Some(error) = self.partition_error.take() {
+                        return Err(error);
+                    }
                     return Err(match rejected {
                         Some((cursor, source_offset)) => WorkerError::TargetRejected {
                             source_partition: self.cursors[cursor].partition.clone(),
@@ -1106,15 +1141,14 @@ impl<'w> LaneSession<'w> {
         for &cursor in &self.touched_order {
             let c = &self.cursors[cursor];
             if let Err(error) = ids.unchanged(&c.partition, &c.lineage) {
-                let disposition = match self.worker.starts_over(&c.partition.topic) {
-                    true => Disposition::RestartSession,
-                    false => Disposition::Fatal,
-                };
-                return Err(TxnFailure {
-                    disposition,
-                    detail: error.to_string(),
-                    slot: None,
-                });
+                if self.worker.starts_over(&c.partition.topic) {
+                    return Err(TxnFailure {
+                        disposition: Disposition::RestartSession,
+                        detail: error.to_string(),
+                        slot: None,
+                    });
+                }
+                return Err(self.partition_failure(error));
             }
         }
         Ok(())
@@ -1164,15 +1198,22 @@ impl<'w> LaneSession<'w> {
     }
 
     fn order_violated(&self, cursor: usize, source_offset: i64) -> TxnFailure {
-        let error = WorkerError::OrderViolated {
+        self.partition_failure(WorkerError::OrderViolated {
             source_partition: self.cursors[cursor].partition.clone(),
             source_offset,
-        };
-        TxnFailure {
+        })
+    }
+
+    /// A batch failure caused by one partition: `error` stops that
+    /// partition once the batch is given up.
+    fn partition_failure(&self, error: WorkerError) -> TxnFailure {
+        let failure = TxnFailure {
             disposition: Disposition::Fatal,
             detail: error.to_string(),
             slot: None,
-        }
+        };
+        *self.partition_error.borrow_mut() = Some(error);
+        failure
     }
 
     fn slot_of(&self, cursor: usize, source_offset: i64) -> Option<usize> {

@@ -12,6 +12,7 @@ pub mod limits;
 pub mod lineage;
 pub mod positions;
 pub mod progress;
+pub mod stopped;
 pub mod supervisor;
 pub mod throttle;
 pub mod transaction;

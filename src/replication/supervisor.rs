@@ -17,6 +17,7 @@ use super::failure::WorkerError;
 use super::lane::{LanePartitions, LaneWorker, WorkerSettings};
 use super::layout::Lane;
 use super::limits::BufferBudget;
+use super::stopped::StoppedPartitions;
 use crate::metrics as m;
 use crate::shutdown::Shutdown;
 use crate::topics::filter::TopicFilter;
@@ -53,9 +54,15 @@ pub enum RunError {
     Worker(#[from] WorkerError),
     #[error("{0} lane(s) did not stop within {1:?} after shutdown was requested; their open transactions will be aborted by the next start")]
     ShutdownTimeout(usize, Duration),
+    #[error("every source partition of this run is stopped by an error of its own, nothing is left to copy. {0}")]
+    AllPartitionsStopped(String),
+    #[error("{0}. The other partitions were copied until shutdown")]
+    PartitionsStopped(String),
 }
 
-/// Runs replication until shutdown is requested or a worker fails for good.
+/// Runs replication until shutdown is requested, a lane fails for good, or
+/// every partition is stopped by an error of its own. A run that stopped
+/// partitions ends with an error naming them, even at a clean shutdown.
 pub async fn run(
     settings: SupervisorSettings,
     workers: Arc<WorkerSettings>,
@@ -74,6 +81,7 @@ pub async fn run(
     // Internal-topic warnings already logged: each once per process, not at
     // every refresh.
     let mut warned: HashSet<Finding> = HashSet::new();
+    let stopped = Arc::new(StoppedPartitions::default());
 
     while !shutdown.requested() {
         match refresh(&settings, &workers).await {
@@ -90,7 +98,9 @@ pub async fn run(
                     if known.insert(partition.clone()) {
                         tracing::info!(%partition, %lane, "partition joins its lane");
                     }
-                    by_lane.entry(lane).or_default().push(partition);
+                    if !stopped.contains(&partition) {
+                        by_lane.entry(lane).or_default().push(partition);
+                    }
                 }
                 for (lane, partitions) in by_lane {
                     if let Some(shared) = running.get(&lane) {
@@ -106,6 +116,7 @@ pub async fn run(
                         state.clone(),
                         shutdown.flag(),
                         budget,
+                        Arc::clone(&stopped),
                     );
                     let done = done_tx.clone();
                     running.insert(lane, shared);
@@ -154,6 +165,11 @@ pub async fn run(
                     first_error = Some(e.into());
                     break;
                 }
+                // A lane ends by itself when its partitions are all stopped.
+                if stopped.all(known.iter()) {
+                    first_error = Some(RunError::AllPartitionsStopped(stopped.summary()));
+                    break;
+                }
             }
         }
     }
@@ -187,6 +203,7 @@ pub async fn run(
     }
     match first_error {
         Some(e) => Err(e),
+        None if !stopped.is_empty() => Err(RunError::PartitionsStopped(stopped.summary())),
         None => Ok(()),
     }
 }
