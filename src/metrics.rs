@@ -1,21 +1,18 @@
 //! Prometheus metrics: names and labels in one place, so dashboards and the
 //! code agree. Served at `/metrics` by metrics-exporter-prometheus.
 
-use std::net::SocketAddr;
-
 use eosmirror_state::SourcePartition;
 
 use crate::replication::layout::Lane;
 use metrics::{counter, gauge};
-use metrics_exporter_prometheus::PrometheusBuilder;
+use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
 
-/// Starts the HTTP listener that serves `/metrics`. Must run inside a tokio
-/// runtime.
-pub fn install(address: SocketAddr) -> anyhow::Result<()> {
+/// Installs the Prometheus recorder; [`crate::endpoint`] serves what it
+/// records at `/metrics`.
+pub fn install() -> anyhow::Result<PrometheusHandle> {
     PrometheusBuilder::new()
-        .with_http_listener(address)
-        .install()
-        .map_err(|e| anyhow::anyhow!("starting the metrics endpoint on {address}: {e}"))
+        .install_recorder()
+        .map_err(|e| anyhow::anyhow!("installing the metrics recorder: {e}"))
 }
 
 fn labels(p: &SourcePartition) -> [(&'static str, String); 2] {

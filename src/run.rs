@@ -14,6 +14,7 @@ use crate::clusters::Cluster;
 use crate::config::{self, ClientRole};
 use crate::connect::cluster_id;
 use crate::groups::sync::GroupSync;
+use crate::health::Health;
 use crate::replication::lane::WorkerSettings;
 use crate::replication::layout::{Layout, DEFAULT_LANES};
 use crate::replication::limits::BatchLimits;
@@ -188,8 +189,22 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         }
     }
 
+    let stall_limit = Duration::from_millis(args.health_stall_ms);
+    let longest_call = Duration::from_millis(args.transaction_timeout_ms) + Duration::from_secs(10);
+    if stall_limit <= longest_call {
+        bail!(
+            "--health.stall.ms {} is not longer than the longest blocking Kafka call ({} ms: --transaction.timeout.ms + 10 s); /healthz would call a waiting lane stuck. Use at least {}",
+            args.health_stall_ms,
+            longest_call.as_millis(),
+            longest_call.as_millis() + 60_000
+        );
+    }
+    // A batch collects for one commit interval, then flushes and commits.
+    let ready_window = Duration::from_millis(2 * args.commit_interval_ms) + Duration::from_secs(10);
+    let health = Arc::new(Health::new(stall_limit, ready_window));
     if let Some(address) = args.metrics_address {
-        crate::metrics::install(address)?;
+        let recorder = crate::metrics::install()?;
+        crate::endpoint::serve(address, recorder, Arc::clone(&health)).await?;
     }
     let shutdown = Shutdown::default();
     shutdown.listen_for_signals()?;
@@ -265,7 +280,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         };
         tokio::spawn(sync.run(shutdown.clone()));
     }
-    supervisor::run(supervisor_settings, workers, state, shutdown).await?;
+    supervisor::run(supervisor_settings, workers, state, health, shutdown).await?;
     tracing::info!("stopped cleanly");
     Ok(())
 }

@@ -138,13 +138,24 @@ pub struct RunArgs {
     #[arg(long = "progress.retention.ms", env = "EOSMIRROR_PROGRESS_RETENTION_MS", default_value_t = 7 * 24 * 3600 * 1000)]
     pub progress_retention_ms: u64,
 
-    /// Serve Prometheus metrics at http://ADDRESS/metrics.
+    /// Serve Prometheus metrics at http://ADDRESS/metrics, and the
+    /// liveness and readiness probes at /healthz and /readyz.
     #[arg(
         long = "metrics.address",
         env = "EOSMIRROR_METRICS_ADDRESS",
         value_name = "ADDRESS"
     )]
     pub metrics_address: Option<SocketAddr>,
+
+    /// How long a lane may go without progress before `/healthz` reports the
+    /// process not live (ms). Must exceed --transaction.timeout.ms + 10 s,
+    /// the longest one blocking Kafka call may take.
+    #[arg(
+        long = "health.stall.ms",
+        env = "EOSMIRROR_HEALTH_STALL_MS",
+        default_value_t = 180_000
+    )]
+    pub health_stall_ms: u64,
 
     /// How long shutdown waits for lanes to commit and stop (ms).
     #[arg(

@@ -63,9 +63,9 @@ use super::positions::{
     ResumePosition, View,
 };
 use super::progress::{runs_from_deliveries, InternalTopics, Lineage, ProgressRecord};
-use super::stopped::StoppedPartitions;
 use super::throttle::Throttle;
 use super::transaction::{TransactionalProducer, TxnFailure};
+use crate::health::Health;
 use crate::metrics as m;
 use crate::topics::filter::TopicFilter;
 
@@ -224,9 +224,9 @@ pub struct LaneWorker {
     shutdown: Arc<AtomicBool>,
     /// This lane's share of the memory bound.
     budget: BufferBudget,
-    /// Partitions stopped by their own errors (of any lane): never copied
-    /// again by this run.
-    stopped: Arc<StoppedPartitions>,
+    /// The run's health: this lane's progress, and the partitions stopped
+    /// by their own errors (of any lane), never copied again by this run.
+    health: Arc<Health>,
     /// Offset in the lane's position partition up to which this process
     /// knows every record: what its session read at start, then its own
     /// commits; `None` until a session has read it. A record of another
@@ -242,7 +242,7 @@ impl LaneWorker {
         state: Arc<StateStore>,
         shutdown: Arc<AtomicBool>,
         budget: BufferBudget,
-        stopped: Arc<StoppedPartitions>,
+        health: Arc<Health>,
     ) -> LaneWorker {
         LaneWorker {
             lane,
@@ -251,7 +251,7 @@ impl LaneWorker {
             state,
             shutdown,
             budget,
-            stopped,
+            health,
             known_position: Cell::new(None),
         }
     }
@@ -263,6 +263,7 @@ impl LaneWorker {
     pub fn run(self) -> Result<(), WorkerError> {
         let mut backoff = Backoff::new(SESSION_BACKOFF_MIN, SESSION_BACKOFF_MAX);
         loop {
+            self.health.progress(self.lane);
             if self.shutdown.load(Ordering::Relaxed) || self.to_copy().1.is_empty() {
                 return Ok(());
             }
@@ -271,13 +272,15 @@ impl LaneWorker {
             if !self.still_owned(&mut backoff)? {
                 return Ok(());
             }
-            let end = match self.session() {
+            let end = self.session();
+            self.health.copying(self.lane, false);
+            let end = match end {
                 Ok(end) => end,
                 Err(error) => match error.stopped_partition() {
                     // Its batch, if one was open, is aborted by the next
                     // session's init_transactions.
                     Some(partition) => {
-                        self.stopped.stop(partition, &error);
+                        self.health.stopped.stop(partition, &error);
                         continue;
                     }
                     None => return Err(error),
@@ -462,7 +465,7 @@ impl LaneWorker {
     /// The lane's partitions without the stopped ones, and their version.
     fn to_copy(&self) -> (u64, Vec<SourcePartition>) {
         let (version, mut partitions) = self.partitions.snapshot();
-        partitions.retain(|p| !self.stopped.contains(p));
+        partitions.retain(|p| !self.health.stopped.contains(p));
         (version, partitions)
     }
 
@@ -770,8 +773,10 @@ impl<'w> LaneSession<'w> {
         }
         self.assign()?;
         tracing::info!(%lane, partitions = self.cursors.len(), "lane session started");
+        self.worker.health.copying(lane, true);
         let mut abort_backoff = Backoff::new(ABORT_BACKOFF_MIN, ABORT_BACKOFF_MAX);
         loop {
+            self.worker.health.progress(lane);
             if self.worker.shutdown.load(Ordering::Relaxed) {
                 return Ok(SessionEnd::Shutdown);
             }

@@ -17,7 +17,7 @@ use super::failure::WorkerError;
 use super::lane::{LanePartitions, LaneWorker, WorkerSettings};
 use super::layout::Lane;
 use super::limits::BufferBudget;
-use super::stopped::StoppedPartitions;
+use crate::health::Health;
 use crate::metrics as m;
 use crate::shutdown::Shutdown;
 use crate::topics::filter::TopicFilter;
@@ -67,6 +67,7 @@ pub async fn run(
     settings: SupervisorSettings,
     workers: Arc<WorkerSettings>,
     state: Arc<StateStore>,
+    health: Arc<Health>,
     shutdown: Shutdown,
 ) -> Result<(), RunError> {
     let (done_tx, mut done_rx) = mpsc::unbounded_channel();
@@ -81,7 +82,7 @@ pub async fn run(
     // Internal-topic warnings already logged: each once per process, not at
     // every refresh.
     let mut warned: HashSet<Finding> = HashSet::new();
-    let stopped = Arc::new(StoppedPartitions::default());
+    let stopped = &health.stopped;
 
     while !shutdown.requested() {
         match refresh(&settings, &workers).await {
@@ -116,11 +117,12 @@ pub async fn run(
                         state.clone(),
                         shutdown.flag(),
                         budget,
-                        Arc::clone(&stopped),
+                        Arc::clone(&health),
                     );
                     let done = done_tx.clone();
                     running.insert(lane, shared);
                     m::lane_owned(lane, true);
+                    health.lane_started(lane);
                     std::thread::Builder::new()
                         .name(format!("eosmirror {lane}"))
                         .spawn(move || {
@@ -130,6 +132,7 @@ pub async fn run(
                         .expect("spawning a lane thread");
                 }
                 m::partitions_running(known.len());
+                health.discovered();
             }
             // At start-up a bad topic setup is the user's to fix now; later
             // it is just as wrong, so both stop the run.
@@ -160,6 +163,7 @@ pub async fn run(
             Some((lane, result)) = done_rx.recv() => {
                 running.remove(&lane);
                 m::lane_owned(lane, false);
+                health.lane_ended(lane);
                 if let Err(e) = result {
                     tracing::error!(%lane, error = %e, "lane failed");
                     first_error = Some(e.into());
@@ -183,6 +187,7 @@ pub async fn run(
             Ok(Some((lane, result))) => {
                 running.remove(&lane);
                 m::lane_owned(lane, false);
+                health.lane_ended(lane);
                 if let Err(e) = result {
                     tracing::error!(%lane, error = %e, "lane failed");
                     first_error.get_or_insert(e.into());
