@@ -20,6 +20,7 @@ use super::apply::plan;
 use super::record::{GroupOffsetsRecord, GroupsTopicRecord, SourceEndsRecord};
 use super::TopicPartition;
 use crate::clusters::{Cluster, CONNECT_TIMEOUT};
+use crate::failpoints::{self, crash_point};
 use crate::read::{first_committed, Side};
 use crate::shutdown::Shutdown;
 use crate::topics::filter::TopicFilter;
@@ -170,6 +171,9 @@ impl GroupSync {
                 Ok(()) => in_place.push(group),
                 Err(e) => tracing::warn!(%group, "group sync: {e}"),
             }
+        }
+        if !commits.is_empty() {
+            crash_point!(failpoints::GROUPS_AFTER_TARGET_COMMIT);
         }
         for group in in_place {
             last_applied.insert(group, Instant::now());

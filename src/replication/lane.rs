@@ -64,6 +64,7 @@ use super::positions::{
 use super::progress::{runs_from_deliveries, InternalTopics, ProgressRecord};
 use super::throttle::Throttle;
 use super::transaction::{TransactionalProducer, TxnFailure};
+use crate::failpoints::{self, crash_point};
 use crate::metrics as m;
 
 /// What to do when source records disappear before they are copied.
@@ -375,6 +376,7 @@ impl LaneWorker {
                 _ => Ok(SessionEnd::restart("init_transactions", e.to_string())),
             };
         }
+        crash_point!(failpoints::LANE_AFTER_INIT);
 
         let found = match self.resume_positions(&partitions) {
             Ok(found) => found,
@@ -946,10 +948,14 @@ impl<'w> LaneSession<'w> {
             }
         }
 
+        crash_point!(failpoints::LANE_AFTER_SEND);
         let copies = self.collect_copies()?;
+        crash_point!(failpoints::LANE_AFTER_FLUSH);
         let records = self.progress_records(copies)?;
         self.send_progress(&records)?;
+        crash_point!(failpoints::LANE_AFTER_PROGRESS);
         let reports = self.producer.commit()?;
+        crash_point!(failpoints::LANE_AFTER_COMMIT);
         self.committed(records, reports);
         Ok(BatchEnd::Committed)
     }
