@@ -55,8 +55,8 @@ pub const LANE_AFTER_INIT: &str = "lane::after-init";
 /// A group-sync round committed translated offsets to idle target groups.
 /// The most dangerous moment of a round: the target groups have moved, and
 /// `failover` (which refuses to rewind a group) must find records of the
-/// source offsets at least as new in the groups topic. This round's source
-/// ends are not recorded yet.
+/// source offsets at least as new in the groups topic — so they are flushed
+/// before the commit. This round's source ends are not recorded yet.
 pub const GROUPS_AFTER_TARGET_COMMIT: &str = "groups::after-target-commit";
 
 /// Dies here (SIGABRT) if the `FAILPOINTS` environment variable arms the

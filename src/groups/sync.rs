@@ -166,6 +166,12 @@ impl GroupSync {
                 Err(e) => tracing::warn!("group sync: {e}"),
             }
         }
+        if !commits.is_empty() {
+            // The recorded source offsets are durable before any target
+            // group moves: failover applies them and refuses to rewind, so
+            // a target group must never be ahead of its record.
+            flush(&producer, &self.groups_topic)?;
+        }
         for (group, done) in target_admin.commit(&commits) {
             match done {
                 Ok(()) => in_place.push(group),
@@ -190,9 +196,7 @@ impl GroupSync {
             &self.groups_topic,
             &self.source_ends(&partitions, observed_at_ms)?,
         )?;
-        producer.flush(Duration::from_secs(30)).map_err(|e| {
-            anyhow::anyhow!("recording group offsets in {}: {e}", self.groups_topic)
-        })?;
+        flush(&producer, &self.groups_topic)?;
         let elapsed = started.elapsed();
         tracing::debug!(
             groups = synced,
@@ -293,6 +297,13 @@ fn send(
     producer
         .send(BaseRecord::to(topic).partition(0).key(&key).payload(&value))
         .map_err(|(e, _)| anyhow::anyhow!("recording group offsets in {topic}: {e}"))
+}
+
+/// Waits until every record sent to the groups topic is written.
+fn flush(producer: &ThreadedProducer<DefaultProducerContext>, topic: &str) -> anyhow::Result<()> {
+    producer
+        .flush(Duration::from_secs(30))
+        .map_err(|e| anyhow::anyhow!("recording group offsets in {topic}: {e}"))
 }
 
 fn now_ms() -> i64 {
