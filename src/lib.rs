@@ -12,6 +12,7 @@ pub mod config;
 pub mod connect;
 pub mod cutover;
 pub mod failover;
+pub mod failpoints;
 pub mod groups;
 pub mod metrics;
 pub mod offsets;
