@@ -13,6 +13,7 @@ pub mod connect;
 pub mod cutover;
 pub mod endpoint;
 pub mod failover;
+pub mod failpoints;
 pub mod groups;
 pub mod health;
 pub mod metrics;

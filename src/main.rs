@@ -11,6 +11,10 @@ use eosmirror::verify::report::Verdict;
 use tracing_subscriber::EnvFilter;
 
 fn main() -> ExitCode {
+    // Arms the crash points named in FAILPOINTS for the whole run (test
+    // builds only; see src/failpoints.rs).
+    #[cfg(feature = "failpoints")]
+    let _crash_points = fail::FailScenario::setup();
     let cli = Cli::parse();
     let filter = match EnvFilter::try_new(&cli.log) {
         Ok(f) => f,

@@ -260,3 +260,93 @@ async fn remote_upstream_is_an_explicit_opt_in() {
         other => panic!("expected NotLoopback, got {other:?}"),
     }
 }
+
+/// A stand-in for a Kafka broker: answers every request frame with a
+/// response frame carrying the request's correlation id and `b"ok"`.
+async fn kafka_like_server() -> SocketAddr {
+    let listener = TcpListener::bind(ANY).await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        while let Ok((mut conn, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let mut size = [0; 4];
+                while conn.read_exact(&mut size).await.is_ok() {
+                    let mut request = vec![0; i32::from_be_bytes(size) as usize];
+                    if conn.read_exact(&mut request).await.is_err() {
+                        return;
+                    }
+                    let mut response = 6i32.to_be_bytes().to_vec();
+                    response.extend(&request[4..8]);
+                    response.extend(b"ok");
+                    if conn.write_all(&response).await.is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    addr
+}
+
+/// A request frame: api key, version 0, correlation id, a short body.
+fn kafka_request(api_key: i16, correlation_id: i32) -> Vec<u8> {
+    let mut frame = 13i32.to_be_bytes().to_vec();
+    frame.extend(api_key.to_be_bytes());
+    frame.extend(0i16.to_be_bytes());
+    frame.extend(correlation_id.to_be_bytes());
+    frame.extend(b"body!");
+    frame
+}
+
+/// Reads one response frame; its correlation id, or `None` when the
+/// connection closed (or was reset) instead.
+async fn kafka_response(conn: &mut TcpStream) -> Option<i32> {
+    let mut frame = [0; 10];
+    match timeout(PROMPT, conn.read_exact(&mut frame))
+        .await
+        .expect("neither a response nor a close")
+    {
+        Ok(_) => Some(i32::from_be_bytes(frame[4..8].try_into().unwrap())),
+        Err(_) => None,
+    }
+}
+
+const END_TXN: i16 = 26;
+const METADATA: i16 = 3;
+
+#[tokio::test]
+async fn end_txn_responses_are_dropped_as_armed_and_close_the_connection() {
+    let proxy = FaultProxy::start(ANY.parse().unwrap(), kafka_like_server().await)
+        .await
+        .unwrap();
+    let mut conn = TcpStream::connect(proxy.local_addr()).await.unwrap();
+    // Unarmed, EndTxn is answered like anything else.
+    conn.write_all(&kafka_request(END_TXN, 1)).await.unwrap();
+    assert_eq!(kafka_response(&mut conn).await, Some(1));
+
+    proxy.drop_end_txn_responses(2);
+    conn.write_all(&kafka_request(METADATA, 2)).await.unwrap();
+    assert_eq!(kafka_response(&mut conn).await, Some(2), "not an EndTxn");
+    conn.write_all(&kafka_request(END_TXN, 3)).await.unwrap();
+    assert_eq!(kafka_response(&mut conn).await, None, "EndTxn answered");
+    eventually(&proxy, |s| {
+        s.end_txn_responses_dropped == 1 && s.active == 0
+    })
+    .await;
+
+    // Pipelined: the response before the EndTxn's still arrives.
+    let mut conn = TcpStream::connect(proxy.local_addr()).await.unwrap();
+    let mut both = kafka_request(METADATA, 1);
+    both.extend(kafka_request(END_TXN, 2));
+    conn.write_all(&both).await.unwrap();
+    assert_eq!(kafka_response(&mut conn).await, Some(1));
+    assert_eq!(kafka_response(&mut conn).await, None, "EndTxn answered");
+    eventually(&proxy, |s| s.end_txn_responses_dropped == 2).await;
+
+    // Both drops spent: answered again.
+    let mut conn = TcpStream::connect(proxy.local_addr()).await.unwrap();
+    conn.write_all(&kafka_request(END_TXN, 1)).await.unwrap();
+    assert_eq!(kafka_response(&mut conn).await, Some(1));
+    assert_eq!(proxy.stats().end_txn_responses_dropped, 2);
+    proxy.shutdown().await;
+}

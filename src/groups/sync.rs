@@ -20,6 +20,7 @@ use super::apply::plan;
 use super::record::{GroupOffsetsRecord, GroupsTopicRecord, SourceEndsRecord};
 use super::TopicPartition;
 use crate::clusters::{Cluster, CONNECT_TIMEOUT};
+use crate::failpoints::{self, crash_point};
 use crate::read::{first_committed, Side};
 use crate::shutdown::Shutdown;
 use crate::topics::filter::TopicFilter;
@@ -165,11 +166,20 @@ impl GroupSync {
                 Err(e) => tracing::warn!("group sync: {e}"),
             }
         }
+        if !commits.is_empty() {
+            // The recorded source offsets are durable before any target
+            // group moves: failover applies them and refuses to rewind, so
+            // a target group must never be ahead of its record.
+            flush(&producer, &self.groups_topic)?;
+        }
         for (group, done) in target_admin.commit(&commits) {
             match done {
                 Ok(()) => in_place.push(group),
                 Err(e) => tracing::warn!(%group, "group sync: {e}"),
             }
+        }
+        if !commits.is_empty() {
+            crash_point!(failpoints::GROUPS_AFTER_TARGET_COMMIT);
         }
         for group in in_place {
             last_applied.insert(group, Instant::now());
@@ -186,9 +196,7 @@ impl GroupSync {
             &self.groups_topic,
             &self.source_ends(&partitions, observed_at_ms)?,
         )?;
-        producer.flush(Duration::from_secs(30)).map_err(|e| {
-            anyhow::anyhow!("recording group offsets in {}: {e}", self.groups_topic)
-        })?;
+        flush(&producer, &self.groups_topic)?;
         let elapsed = started.elapsed();
         tracing::debug!(
             groups = synced,
@@ -289,6 +297,13 @@ fn send(
     producer
         .send(BaseRecord::to(topic).partition(0).key(&key).payload(&value))
         .map_err(|(e, _)| anyhow::anyhow!("recording group offsets in {topic}: {e}"))
+}
+
+/// Waits until every record sent to the groups topic is written.
+fn flush(producer: &ThreadedProducer<DefaultProducerContext>, topic: &str) -> anyhow::Result<()> {
+    producer
+        .flush(Duration::from_secs(30))
+        .map_err(|e| anyhow::anyhow!("recording group offsets in {topic}: {e}"))
 }
 
 fn now_ms() -> i64 {

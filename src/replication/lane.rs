@@ -65,6 +65,7 @@ use super::positions::{
 use super::progress::{runs_from_deliveries, InternalTopics, Lineage, ProgressRecord};
 use super::throttle::Throttle;
 use super::transaction::{TransactionalProducer, TxnFailure};
+use crate::failpoints::{self, crash_point};
 use crate::health::Health;
 use crate::metrics as m;
 use crate::topics::filter::TopicFilter;
@@ -405,6 +406,7 @@ impl LaneWorker {
                 _ => Ok(SessionEnd::restart("init_transactions", e.to_string())),
             };
         }
+        crash_point!(failpoints::LANE_AFTER_INIT);
 
         let found = match self.resume_positions(&partitions) {
             Ok(found) => found,
@@ -1064,14 +1066,18 @@ impl<'w> LaneSession<'w> {
             }
         }
 
+        crash_point!(failpoints::LANE_AFTER_SEND);
         // The lineage check's requests go out after the batch's last fetch
         // and are answered while the copies flush.
         let lineage = self.request_lineage();
         let copies = self.collect_copies()?;
+        crash_point!(failpoints::LANE_AFTER_FLUSH);
         self.check_lineage(lineage)?;
         let records = self.progress_records(copies)?;
         self.send_progress(&records)?;
+        crash_point!(failpoints::LANE_AFTER_PROGRESS);
         let reports = self.producer.commit()?;
+        crash_point!(failpoints::LANE_AFTER_COMMIT);
         self.committed(records, reports);
         Ok(BatchEnd::Committed)
     }

@@ -15,6 +15,7 @@ use rdkafka::types::RDKafkaErrorCode;
 
 use super::delivery::{Delivery, DeliveryLog};
 use super::errors::{classify, classify_code, Disposition};
+use crate::failpoints::{self, crash_point};
 
 /// A failed transactional step, already classified.
 #[derive(Debug)]
@@ -114,6 +115,7 @@ impl TransactionalProducer {
     pub fn commit(&self) -> Result<Vec<Delivery>, TxnFailure> {
         let deadline = Instant::now() + self.call_timeout;
         loop {
+            crash_point!(failpoints::TXN_BEFORE_COMMIT);
             match self.producer.commit_transaction(self.call_timeout) {
                 Ok(()) => {
                     self.producer.poll(Duration::ZERO);

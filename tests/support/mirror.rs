@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::fs;
 use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
@@ -81,6 +81,12 @@ impl MirrorSetup {
     /// Starts `eosmirror run` with this setup's files and state dir and
     /// exactly `args` otherwise (no `--include` either).
     pub fn start_args(&self, args: &[&str]) -> Mirror {
+        self.start_args_env(args, &[])
+    }
+
+    /// Like [`MirrorSetup::start_args`], with extra environment variables
+    /// (e.g. `FAILPOINTS`, which arms crash points).
+    pub fn start_args_env(&self, args: &[&str], env: &[(&str, &str)]) -> Mirror {
         static STARTED: AtomicU64 = AtomicU64::new(0);
         let n = STARTED.fetch_add(1, Ordering::Relaxed);
         let log = self.dir.path().join(format!("eosmirror-{n}.log"));
@@ -97,6 +103,7 @@ impl MirrorSetup {
             .env("EOSMIRROR_LOG", "info")
             // A `--source.alias` in `args` overrides it.
             .env("EOSMIRROR_SOURCE_ALIAS", &self.alias)
+            .envs(env.iter().copied())
             .stdin(Stdio::null())
             .stdout(log_file.try_clone().unwrap())
             .stderr(log_file)
@@ -208,12 +215,18 @@ impl Mirror {
     /// Waits for the process to exit by itself; panics (after killing it) if
     /// it does not within `limit`.
     pub fn wait_exit(&mut self, limit: Duration) -> i32 {
+        self.wait_status(limit).code().unwrap_or(-1)
+    }
+
+    /// Like [`Mirror::wait_exit`], returning how the process ended: its exit
+    /// code or the signal that ended it.
+    pub fn wait_status(&mut self, limit: Duration) -> ExitStatus {
         let deadline = Instant::now() + limit;
         let child = self.child.as_mut().expect("running");
         loop {
             if let Some(status) = child.try_wait().unwrap() {
                 self.child = None;
-                return status.code().unwrap_or(-1);
+                return status;
             }
             if Instant::now() > deadline {
                 self.kill();

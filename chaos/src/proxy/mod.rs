@@ -5,12 +5,19 @@
 //! bytes in both directions. Faults can be changed at any time and apply to
 //! live connections immediately.
 //!
+//! Besides these network faults, [`FaultProxy::drop_end_txn_responses`]
+//! follows the Kafka frames of each connection and drops the response to a
+//! transaction's commit (EndTxn), so the broker commits and the client never
+//! learns it: the one moment of the transaction protocol that happens
+//! inside librdkafka, out of reach of the replicator's own crash points.
+//!
 //! The proxy only listens on loopback: it exists to misbehave, and must only
 //! ever disturb clients on the test machine. [`FaultProxy::start`] also
 //! refuses a non-loopback upstream; [`FaultProxy::start_to_remote`] is the
 //! explicit opt-in for a chaos run in front of the user's own clusters.
 
 mod fault;
+mod kafka;
 mod pipe;
 
 use std::io;
@@ -67,6 +74,9 @@ pub struct ProxyStats {
     /// Connections aborted with an RST, by [`FaultProxy::reset_connections`]
     /// or by healing a blackhole.
     pub resets: u64,
+    /// EndTxn responses dropped (each closing its connection), see
+    /// [`FaultProxy::drop_end_txn_responses`].
+    pub end_txn_responses_dropped: u64,
 }
 
 /// A running fault-injection proxy.
@@ -103,6 +113,10 @@ struct Shared {
     active: AtomicU64,
     /// See [`ProxyStats::resets`].
     resets: AtomicU64,
+    /// EndTxn responses still to drop.
+    end_txn_drops_armed: AtomicU64,
+    /// See [`ProxyStats::end_txn_responses_dropped`].
+    end_txn_responses_dropped: AtomicU64,
 }
 
 /// Per-direction state, shared by all connections. Links are full duplex,
@@ -156,6 +170,8 @@ impl FaultProxy {
             accepted: AtomicU64::new(0),
             active: AtomicU64::new(0),
             resets: AtomicU64::new(0),
+            end_txn_drops_armed: AtomicU64::new(0),
+            end_txn_responses_dropped: AtomicU64::new(0),
         });
         let (stop, stopped) = oneshot::channel();
         let accept = tokio::spawn(accept_loop(listener, shared.clone(), stopped));
@@ -197,6 +213,17 @@ impl FaultProxy {
             .send_modify(|control| control.generation += 1);
     }
 
+    /// Drops the broker's responses to the next `n` EndTxn requests (commits
+    /// and aborts of transactions), on any connection, each time closing
+    /// that connection instead: the broker has ended the transaction and the
+    /// client never learns the outcome. Bytes before the dropped response
+    /// are delivered. Calls add up.
+    pub fn drop_end_txn_responses(&self, n: u64) {
+        self.shared
+            .end_txn_drops_armed
+            .fetch_add(n, Ordering::Relaxed);
+    }
+
     /// A snapshot of the proxy's counters.
     pub fn stats(&self) -> ProxyStats {
         let shared = &self.shared;
@@ -206,6 +233,7 @@ impl FaultProxy {
             bytes_up: shared.up.bytes.load(Ordering::Relaxed),
             bytes_down: shared.down.bytes.load(Ordering::Relaxed),
             resets: shared.resets.load(Ordering::Relaxed),
+            end_txn_responses_dropped: shared.end_txn_responses_dropped.load(Ordering::Relaxed),
         }
     }
 

@@ -1,9 +1,10 @@
 //! One proxied connection: dialing upstream, relaying both directions with
 //! the current fault applied, and resetting on request.
 
+use std::collections::HashSet;
 use std::io;
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
@@ -13,6 +14,7 @@ use tokio::time::{self, Instant};
 use tracing::debug;
 
 use super::fault::{self, Control};
+use super::kafka::{self, Requests, Responses};
 use super::{Lane, Shared};
 
 /// Size of the fixed read buffer of each direction of each connection.
@@ -96,27 +98,85 @@ async fn relay(
 
     let (client_read, client_write) = client.split();
     let (upstream_read, upstream_write) = upstream.split();
+    let end_txn_requests = Mutex::new(HashSet::new());
     tokio::try_join!(
         pipe(
             client_read,
             upstream_write,
             &shared.up,
             control.clone(),
-            generation
+            generation,
+            Frames::Requests(Requests::new(), &end_txn_requests),
         ),
         pipe(
             upstream_read,
             client_write,
             &shared.down,
             control,
-            generation
+            generation,
+            Frames::Responses(Responses::new(), &end_txn_requests, shared),
         ),
     )?;
     Ok(())
 }
 
+/// What one direction of a connection looks for in the Kafka frames
+/// crossing it. Both directions share the correlation ids of the EndTxn
+/// requests whose responses have not passed yet.
+enum Frames<'a> {
+    /// Client to broker: notes every EndTxn request.
+    Requests(Requests, &'a Mutex<HashSet<i32>>),
+    /// Broker to client: drops the response to a noted EndTxn request while
+    /// the proxy has drops armed.
+    Responses(Responses, &'a Mutex<HashSet<i32>>, &'a Shared),
+}
+
+impl Frames<'_> {
+    /// How many leading bytes of `chunk`, the next bytes of this direction,
+    /// to forward: all of them, or those before a response to drop (the
+    /// connection then closes, so what follows never matters).
+    fn forwardable(&mut self, chunk: &[u8]) -> usize {
+        match self {
+            Frames::Requests(requests, end_txn) => {
+                for request in requests.feed(chunk) {
+                    if request.api_key == kafka::END_TXN {
+                        end_txn
+                            .lock()
+                            .unwrap_or_else(PoisonError::into_inner)
+                            .insert(request.correlation_id);
+                    }
+                }
+                chunk.len()
+            }
+            Frames::Responses(responses, end_txn, shared) => {
+                for response in responses.feed(chunk) {
+                    let answers_end_txn = end_txn
+                        .lock()
+                        .unwrap_or_else(PoisonError::into_inner)
+                        .remove(&response.correlation_id);
+                    let armed = answers_end_txn
+                        && shared
+                            .end_txn_drops_armed
+                            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| {
+                                n.checked_sub(1)
+                            })
+                            .is_ok();
+                    if armed {
+                        shared
+                            .end_txn_responses_dropped
+                            .fetch_add(1, Ordering::Relaxed);
+                        return response.start;
+                    }
+                }
+                chunk.len()
+            }
+        }
+    }
+}
+
 /// Copies `src` to `dst` with the current fault applied, then half-closes
-/// `dst`.
+/// `dst`; fails once `frames` drops a response, which closes the
+/// connection.
 ///
 /// A reader stage stamps each chunk with its arrival time and queues it; a
 /// writer stage releases it once its delay has passed, bandwidth allows and
@@ -128,6 +188,7 @@ async fn pipe<R, W>(
     lane: &Lane,
     mut control: watch::Receiver<Control>,
     generation: u64,
+    mut frames: Frames<'_>,
 ) -> io::Result<()>
 where
     R: AsyncRead + Unpin,
@@ -161,9 +222,10 @@ where
 
     let write = async {
         while let Some((arrived, data)) = queued.recv().await {
+            let forward = frames.forwardable(&data);
             let delay = control.borrow().fault.delay;
             time::sleep_until(arrived + delay).await;
-            let mut rest = &data[..];
+            let mut rest = &data[..forward];
             while !rest.is_empty() {
                 let mut n = rest.len();
                 let limit = control.borrow().fault.bytes_per_sec;
@@ -184,6 +246,12 @@ where
                 rest = &rest[n..];
             }
             in_flight.add_permits(data.len());
+            if forward < data.len() {
+                return Err(io::Error::new(
+                    io::ErrorKind::ConnectionAborted,
+                    "EndTxn response dropped",
+                ));
+            }
         }
         dst.shutdown().await
     };

@@ -78,6 +78,7 @@ impl ProxyGroup {
             s.bytes_up += o.bytes_up;
             s.bytes_down += o.bytes_down;
             s.resets += o.resets;
+            s.end_txn_responses_dropped += o.end_txn_responses_dropped;
         }
         s
     }

@@ -1,0 +1,82 @@
+//! Crash points: named places in the transaction protocol where a test can
+//! make the process die at once, as SIGKILL would, instead of hoping a
+//! random SIGKILL lands there.
+//!
+//! Compiled in only with the `failpoints` cargo feature (`tests/run` builds
+//! the tested binary with it); without it [`crash_point!`] expands to
+//! nothing and release builds hold no trace of them. A point is armed with
+//! the `fail` crate's `FAILPOINTS` environment variable and its `return`
+//! action, e.g. `FAILPOINTS='lane::before-commit=2*off->return'` dies at the
+//! third hit. Hits are counted per process, over all lanes.
+//!
+//! Dying means `abort()`: no destructor, no flush, no transaction ended,
+//! the sled cache left as it is; the process ends with SIGABRT, after one
+//! line on stderr naming the point (so a test can tell it from any other
+//! abort).
+//!
+//! Each constant documents the state the process is in at its point: what
+//! the target holds, what the cache holds, and what a restart has to
+//! resolve.
+
+/// Every copy of the batch has been handed to the producer inside the open
+/// transaction; some may still be queued in librdkafka, none is committed,
+/// no progress record exists. A restart's `init_transactions` aborts
+/// whatever reached the target, and the batch is read again.
+pub const LANE_AFTER_SEND: &str = "lane::after-send";
+
+/// Every copy of the batch is acknowledged: in the target's log inside the
+/// open transaction (visible to `read_uncommitted` readers only), its
+/// target offsets known, no progress record sent. The state a random
+/// SIGKILL reaches only by chance: the copies are there, and must never
+/// count.
+pub const LANE_AFTER_FLUSH: &str = "lane::after-flush";
+
+/// The batch's progress and position records are sent into the open
+/// transaction too (queued; the commit flushes them): the transaction is
+/// complete but not committed. A restart must not find these positions.
+pub const LANE_AFTER_PROGRESS: &str = "lane::after-progress";
+
+/// Right before `commit_transaction`, for every transaction: batches and
+/// each session's claim. Everything is sent, nothing committed.
+pub const TXN_BEFORE_COMMIT: &str = "txn::before-commit";
+
+/// `commit_transaction` returned OK: the batch and its positions are
+/// committed on the target, but the sled cache was not written, so it is
+/// behind the target. A restart must take the target's positions and
+/// forget the cache's runs (which would otherwise read as a gap).
+pub const LANE_AFTER_COMMIT: &str = "lane::after-commit";
+
+/// A session's `init_transactions` returned: any older producer of the
+/// lane is fenced and its open transaction aborted, but this session has
+/// neither read its positions nor claimed the lane. A restart fences this
+/// producer in turn and reads the same positions.
+pub const LANE_AFTER_INIT: &str = "lane::after-init";
+
+/// A group-sync round committed translated offsets to idle target groups.
+/// The most dangerous moment of a round: the target groups have moved, and
+/// `failover` (which refuses to rewind a group) must find records of the
+/// source offsets at least as new in the groups topic — so they are flushed
+/// before the commit. This round's source ends are not recorded yet.
+pub const GROUPS_AFTER_TARGET_COMMIT: &str = "groups::after-target-commit";
+
+/// Dies here (SIGABRT) if the `FAILPOINTS` environment variable arms the
+/// point named `$name` with `return` for this hit. Without the `failpoints`
+/// feature it only type-checks the name, so every build checks every point.
+macro_rules! crash_point {
+    ($name:expr) => {
+        #[cfg(feature = "failpoints")]
+        $crate::failpoints::crash_if_armed($name);
+        #[cfg(not(feature = "failpoints"))]
+        let _: &str = $name;
+    };
+}
+pub(crate) use crash_point;
+
+/// Aborts the process if point `name` is armed for this hit.
+#[cfg(feature = "failpoints")]
+pub(crate) fn crash_if_armed(name: &str) {
+    fail::fail_point!(name, |_| {
+        eprintln!("eosmirror: crash point {name} reached: aborting");
+        std::process::abort()
+    });
+}
