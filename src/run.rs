@@ -109,6 +109,18 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
             .or(args.mirrormaker.num_streams)
             .unwrap_or(DEFAULT_LANES),
     )?;
+    let stall_limit = Duration::from_millis(args.health_stall_ms);
+    let longest_call = Duration::from_millis(args.transaction_timeout_ms) + Duration::from_secs(10);
+    if stall_limit <= longest_call {
+        bail!(
+            "--health.stall.ms {} is not longer than the longest blocking Kafka call ({} ms: --transaction.timeout.ms + 10 s); /healthz would call a waiting lane stuck. Use at least {}",
+            args.health_stall_ms,
+            longest_call.as_millis(),
+            longest_call.as_millis() + 60_000
+        );
+    }
+    // A batch collects for one commit interval, then flushes and commits.
+    let ready_window = Duration::from_millis(2 * args.commit_interval_ms) + Duration::from_secs(10);
     let filter = args.topics.filter()?;
     let start_over = args
         .start_over
@@ -189,18 +201,6 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         }
     }
 
-    let stall_limit = Duration::from_millis(args.health_stall_ms);
-    let longest_call = Duration::from_millis(args.transaction_timeout_ms) + Duration::from_secs(10);
-    if stall_limit <= longest_call {
-        bail!(
-            "--health.stall.ms {} is not longer than the longest blocking Kafka call ({} ms: --transaction.timeout.ms + 10 s); /healthz would call a waiting lane stuck. Use at least {}",
-            args.health_stall_ms,
-            longest_call.as_millis(),
-            longest_call.as_millis() + 60_000
-        );
-    }
-    // A batch collects for one commit interval, then flushes and commits.
-    let ready_window = Duration::from_millis(2 * args.commit_interval_ms) + Duration::from_secs(10);
     let health = Arc::new(Health::new(stall_limit, ready_window));
     if let Some(address) = args.metrics_address {
         let recorder = crate::metrics::install()?;

@@ -229,6 +229,29 @@ fn read_uncommitted_is_refused_with_the_exactly_once_reason() {
     case.assert_nothing_written();
 }
 
+/// A stall limit for /healthz shorter than one blocking Kafka call may
+/// take would report a lane waiting on the target as stuck, and make an
+/// orchestrator restart a healthy process: refused before anything runs.
+#[test]
+fn health_stall_limit_shorter_than_a_blocking_call_is_refused() {
+    let case = Case::new("cli-health-stall");
+    let (code, output, _) = case.run(
+        &[
+            "--transaction.timeout.ms",
+            "60000",
+            "--health.stall.ms",
+            "60000",
+        ],
+        QUICK_LIMIT,
+    );
+    assert_failed(
+        code,
+        &output,
+        &["--health.stall.ms 60000", "70000 ms", "Use at least 130000"],
+    );
+    case.assert_nothing_written();
+}
+
 /// A closed port as the source's bootstrap address.
 #[test]
 fn unreachable_source_is_named_with_its_address() {

@@ -169,6 +169,16 @@ fn source_truncation_is_a_named_gap_unless_skipped() {
             )
         },
     );
+    // A stopped partition makes the instance not ready, but it is live:
+    // restarting it would only stop the partition again.
+    let (live, why) = support::http_get(&metrics_address, "/healthz");
+    assert_eq!(live, 200, "/healthz with a stopped partition: {why}");
+    let (ready, why) = support::http_get(&metrics_address, "/readyz");
+    assert_eq!(ready, 503, "/readyz with a stopped partition: {why}");
+    assert!(
+        why.contains(&gap),
+        "/readyz names the stopped partition: {why}"
+    );
     let code = mirror.stop(EXIT_LIMIT);
     let output = mirror.output();
     assert_ne!(

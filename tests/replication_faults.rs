@@ -30,7 +30,10 @@ use rdkafka::message::{Header, OwnedHeaders};
 use rdkafka::producer::{BaseRecord, DefaultProducerContext, Producer, ThreadedProducer};
 use rdkafka::types::RDKafkaErrorCode;
 use support::mirror::{assert_exact_copy, tail, wait_for_copy, Mirror, MirrorSetup};
-use support::{bed, unique_name, Cluster, Isolation, ProxiedListener, TestBed, TestRecord};
+use support::{
+    bed, free_local_address, http_get, unique_name, Cluster, Isolation, ProxiedListener, TestBed,
+    TestRecord,
+};
 
 /// Serializes the tests of this file that listen on a proxied port.
 static PROXY_PORTS: Mutex<()> = Mutex::new(());
@@ -211,6 +214,26 @@ fn common_args(alias: &str, prefix: &str, commit_interval_ms: &str) -> Vec<Strin
     .iter()
     .map(|s| s.to_string())
     .collect()
+}
+
+/// Polls `path` on eosmirror's endpoint until it answers `status`; returns
+/// the body.
+fn wait_for_probe(mirror: &mut Mirror, address: &str, path: &str, status: u16) -> String {
+    let mut last = (0, String::new());
+    mirror.wait_until(
+        PATIENCE,
+        Duration::from_millis(250),
+        || {
+            last = http_get(address, path);
+            (last.0 == status).then(|| last.1.clone())
+        },
+        |output| {
+            format!(
+                "{path} never answered {status}; eosmirror output tail:\n{}",
+                tail(output, 30)
+            )
+        },
+    )
 }
 
 fn as_strs(args: &[String]) -> Vec<&str> {
@@ -567,12 +590,32 @@ fn survives_blackhole(path: Path, duration: Duration) {
         Path::Target => MirrorSetup::new(&bed.source.bootstrap, &proxy.bootstrap()),
     };
     let workload = Workload::start(&bed.source, &topic, partitions);
-    let mut mirror = setup.start_bare(&topic, &as_strs(&common_args(&alias, &prefix, "500")));
+    let metrics_address = free_local_address();
+    let mut args = common_args(&alias, &prefix, "500");
+    args.extend(["--metrics.address".to_string(), metrics_address.clone()]);
+    let mut mirror = setup.start_bare(&topic, &as_strs(&args));
     let before = wait_for_target_beyond(&bed.target, &topic, 200, &mut mirror, PATIENCE);
+    wait_for_probe(&mut mirror, &metrics_address, "/readyz", 200);
 
     proxy.get().set_fault(Fault::BLACKHOLE);
     eprintln!("{} blackholed at {before} copied records", broken.name);
-    sleep_while_running(&mut mirror, duration, "the blackhole");
+    let blackholed = Instant::now();
+    if path == Path::Target {
+        // Nothing commits: not ready within a batch and the ready window
+        // (2 × commit interval + 10 s); live all along.
+        let why = wait_for_probe(&mut mirror, &metrics_address, "/readyz", 503);
+        assert!(
+            why.contains("lane-"),
+            "/readyz names the waiting lanes: {why}"
+        );
+        let (live, why) = http_get(&metrics_address, "/healthz");
+        assert_eq!(live, 200, "/healthz during a target outage: {why}");
+    }
+    sleep_while_running(
+        &mut mirror,
+        duration.saturating_sub(blackholed.elapsed()),
+        "the blackhole",
+    );
     let during = committed_total(&bed.target, &topic);
     proxy.get().set_fault(Fault::FORWARD);
     eprintln!(
@@ -583,6 +626,7 @@ fn survives_blackhole(path: Path, duration: Duration) {
 
     // Recovery needs no manual action.
     let after = wait_for_target_beyond(&bed.target, &topic, during + 300, &mut mirror, PATIENCE);
+    wait_for_probe(&mut mirror, &metrics_address, "/readyz", 200);
     eprintln!("copying resumed: {after} records");
     let sent = workload.finish();
     eprintln!("workload wrote {sent} records");
