@@ -18,6 +18,7 @@ use std::fmt::Write as _;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+use crate::replication::copy_progress::CopyProgress;
 use crate::replication::layout::Lane;
 use crate::replication::stopped::StoppedPartitions;
 
@@ -33,6 +34,8 @@ pub struct Health {
     /// Partitions stopped by their own errors (they make the run not
     /// ready, never not live).
     pub stopped: StoppedPartitions,
+    /// Records copied and still to copy, for the backfill progress line.
+    pub copy_progress: CopyProgress,
     state: Mutex<State>,
 }
 
@@ -63,6 +66,7 @@ impl Health {
             stall_limit,
             ready_window,
             stopped: StoppedPartitions::default(),
+            copy_progress: CopyProgress::default(),
             state: Mutex::default(),
         }
     }

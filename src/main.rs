@@ -6,7 +6,7 @@ use std::process::ExitCode;
 
 use clap::Parser;
 use eosmirror::cli::verify_args::ReportFormat;
-use eosmirror::cli::{Cli, Command};
+use eosmirror::cli::{Cli, Command, LogFormat};
 use eosmirror::verify::report::Verdict;
 use tracing_subscriber::EnvFilter;
 
@@ -23,11 +23,14 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    tracing_subscriber::fmt()
+    let json = cli.log_format == LogFormat::Json;
+    let logs = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::stderr().is_terminal())
-        .init();
+        .with_writer(std::io::stderr);
+    match json {
+        true => logs.json().init(),
+        false => logs.with_ansi(std::io::stderr().is_terminal()).init(),
+    }
 
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(r) => r,
@@ -40,7 +43,7 @@ fn main() -> ExitCode {
         Command::Run(args) => match runtime.block_on(eosmirror::run::run(*args)) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
-                eprintln!("eosmirror: error: {e:#}");
+                say(json, format!("eosmirror: error: {e:#}"));
                 ExitCode::FAILURE
             }
         },
@@ -52,7 +55,7 @@ fn main() -> ExitCode {
                     ExitCode::from(report.verdict.exit_code())
                 }
                 Err(e) => {
-                    eprintln!("eosmirror: could not verify: {e:#}");
+                    say(json, format!("eosmirror: could not verify: {e:#}"));
                     ExitCode::from(Verdict::CouldNotVerify.exit_code())
                 }
             }
@@ -64,7 +67,7 @@ fn main() -> ExitCode {
                     print(format, &report, || report.to_text());
                     ExitCode::SUCCESS
                 }
-                Err(e) => fail(&e),
+                Err(e) => fail(json, &e),
             }
         }
         Command::Cutover(args) => {
@@ -78,7 +81,7 @@ fn main() -> ExitCode {
                         ExitCode::FAILURE
                     }
                 }
-                Err(e) => fail(&e),
+                Err(e) => fail(json, &e),
             }
         }
         Command::Failover(args) => {
@@ -88,7 +91,7 @@ fn main() -> ExitCode {
                     print(format, &report, || report.to_text());
                     ExitCode::SUCCESS
                 }
-                Err(e) => fail(&e),
+                Err(e) => fail(json, &e),
             }
         }
     }
@@ -117,7 +120,17 @@ fn print<R: serde::Serialize>(format: ReportFormat, report: &R, text: impl FnOnc
     }
 }
 
-fn fail(e: &anyhow::Error) -> ExitCode {
-    eprintln!("eosmirror: error: {e:#}");
+fn fail(json: bool, e: &anyhow::Error) -> ExitCode {
+    say(json, format!("eosmirror: error: {e:#}"));
     ExitCode::FAILURE
+}
+
+/// The line that ends a failed command: plain on stderr, or with
+/// `--log.format json` a log event like every other line, so a log shipper
+/// never meets a line that is not JSON.
+fn say(json: bool, line: String) {
+    match json {
+        true => tracing::error!("{line}"),
+        false => eprintln!("{line}"),
+    }
 }

@@ -259,6 +259,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         memory_limit_bytes: args.max_memory_bytes,
         shutdown_timeout: Duration::from_millis(args.shutdown_timeout_ms),
         metadata_timeout: CONNECT_TIMEOUT,
+        progress_interval: Duration::from_millis(args.log_progress_ms),
     };
     let state = Arc::new(state);
     if let Some(groups) = groups_sync {

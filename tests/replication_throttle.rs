@@ -239,3 +239,101 @@ fn bad_throttle_settings_are_refused_at_start() {
         "{output}"
     );
 }
+
+/// A backfill (40,000 records paced to 8,000/s, so it takes seconds) logs
+/// one progress line per `--log.progress.ms` with copied of total, rate and
+/// ETA, then that it caught up; with `--log.format json` every line on
+/// stderr is one JSON object, the progress fields kept apart for shippers.
+#[test]
+fn a_backfill_logs_its_progress_as_json() {
+    let bed = bed();
+    let topic = bed.source.create_topic("throttle-backfill", 4);
+    for p in 0..4 {
+        bed.source.produce(&topic, &records(p, 10_000));
+    }
+    let setup = MirrorSetup::new(&bed.source.bootstrap, &bed.target.bootstrap);
+    let mut mirror = setup.start(
+        &topic,
+        &[
+            "--throttle.records.per.sec",
+            "8000",
+            "--log.progress.ms",
+            "1000",
+            "--log.format",
+            "json",
+        ],
+    );
+    wait_for_copy(&bed.source, &bed.target, &topic, COPY_LIMIT, &mut mirror);
+    // The line after the backfill comes at the next interval.
+    std::thread::sleep(Duration::from_millis(1500));
+    let code = mirror.stop(EXIT_LIMIT);
+    let output = mirror.output();
+    assert_eq!(code, 0, "eosmirror did not stop cleanly:\n{output}");
+
+    let events: Vec<serde_json::Value> = output
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not a JSON line ({e}): {l}")))
+        .collect();
+    let field = |e: &serde_json::Value, name: &str| e["fields"][name].clone();
+    let backfill: Vec<&serde_json::Value> = events
+        .iter()
+        .filter(|e| {
+            field(e, "message")
+                .as_str()
+                .is_some_and(|m| m.starts_with("backfill: copied"))
+        })
+        .collect();
+    assert!(
+        backfill.len() >= 2,
+        "expected a progress line per second of a ~5 s backfill:\n{output}"
+    );
+    let mut last_copied = 0;
+    for e in &backfill {
+        let copied = field(e, "copied").as_u64().expect("copied");
+        let total = field(e, "total").as_u64().expect("total");
+        let remaining = field(e, "remaining").as_u64().expect("remaining");
+        assert_eq!(total, copied + remaining, "{e}");
+        assert_eq!(total, 40_000, "total = what there was to copy: {e}");
+        assert!(copied >= last_copied, "copied only grows: {e}");
+        last_copied = copied;
+    }
+    let moving = backfill
+        .iter()
+        .find(|e| field(e, "records_per_sec").as_u64().is_some_and(|r| r > 0))
+        .unwrap_or_else(|| panic!("no progress line with a rate:\n{output}"));
+    assert!(field(moving, "eta_secs").as_u64().is_some(), "{moving}");
+    assert!(
+        events.iter().any(|e| field(e, "message")
+            .as_str()
+            .is_some_and(|m| m.starts_with("backfill done: caught up"))),
+        "no line saying the backfill caught up:\n{output}"
+    );
+    assert_exact_copy(&bed.source, &bed.target, &topic);
+}
+
+/// With `--log.format json` the error that ends a run is a JSON log event
+/// too, not a plain line a shipper cannot parse.
+#[test]
+fn the_final_error_is_json_with_log_format_json() {
+    let setup = MirrorSetup::new(&bed().source.bootstrap, &bed().target.bootstrap);
+    let (code, output) = setup.run_to_exit(
+        "t",
+        &["--throttle", "10XB", "--log.format", "json"],
+        EXIT_LIMIT,
+    );
+    assert_ne!(code, 0, "{output}");
+    let line = output
+        .lines()
+        .find(|l| l.contains("eosmirror: error:"))
+        .unwrap_or_else(|| panic!("no error event:\n{output}"));
+    let event: serde_json::Value =
+        serde_json::from_str(line).unwrap_or_else(|e| panic!("not JSON ({e}): {line}"));
+    assert_eq!(event["level"], "ERROR", "{event}");
+    assert!(
+        event["fields"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("--throttle")),
+        "{event}"
+    );
+}

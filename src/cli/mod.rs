@@ -17,8 +17,26 @@ pub struct Cli {
     #[arg(long, global = true, env = "EOSMIRROR_LOG", default_value = "info")]
     pub log: String,
 
+    /// Log line format on standard error: `text` for people, `json` (one
+    /// object per line, fields kept apart) for log shippers.
+    #[arg(
+        long = "log.format",
+        global = true,
+        env = "EOSMIRROR_LOG_FORMAT",
+        value_enum,
+        default_value = "text"
+    )]
+    pub log_format: LogFormat,
+
     #[command(subcommand)]
     pub command: Command,
+}
+
+/// `--log.format`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum LogFormat {
+    Text,
+    Json,
 }
 
 #[derive(Debug, Subcommand)]

@@ -147,6 +147,16 @@ pub struct RunArgs {
     )]
     pub metrics_address: Option<SocketAddr>,
 
+    /// How often a backfill (more than 10,000 records to copy) logs one
+    /// progress line: copied of total, records/s, ETA (ms).
+    #[arg(
+        long = "log.progress.ms",
+        env = "EOSMIRROR_LOG_PROGRESS_MS",
+        default_value_t = 30_000,
+        value_parser = clap::value_parser!(u64).range(100..)
+    )]
+    pub log_progress_ms: u64,
+
     /// How long a lane may go without progress before `/healthz` reports the
     /// process not live (ms). Must exceed --transaction.timeout.ms + 10 s,
     /// the longest one blocking Kafka call may take.

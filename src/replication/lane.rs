@@ -282,6 +282,7 @@ impl LaneWorker {
                     // session's init_transactions.
                     Some(partition) => {
                         self.health.stopped.stop(partition, &error);
+                        self.health.copy_progress.forget(partition);
                         continue;
                     }
                     None => return Err(error),
@@ -607,6 +608,9 @@ impl LaneWorker {
             committed.next_source_offset = low;
         }
         tracing::debug!(lane = %self.lane, %partition, next_source_offset = committed.next_source_offset, next_target_offset = committed.next_target_offset, source_end = end, "partition resumed");
+        self.health
+            .copy_progress
+            .position(&partition, committed.next_source_offset, end);
         Ok(Ok(Cursor {
             partition,
             lineage,
@@ -960,6 +964,11 @@ impl<'w> LaneSession<'w> {
         for c in &self.cursors {
             if let Some(high) = cached_high_watermark(&self.consumer, &c.partition) {
                 m::lag(&c.partition, (high - c.committed.next_source_offset).max(0));
+                self.worker.health.copy_progress.position(
+                    &c.partition,
+                    c.committed.next_source_offset,
+                    high,
+                );
             }
         }
     }
@@ -1303,6 +1312,11 @@ impl<'w> LaneSession<'w> {
             };
             cache(&self.worker.state, &record, position_offset);
             m::transaction_committed(&record.source, touched.records, touched.bytes);
+            self.worker.health.copy_progress.committed(
+                &record.source,
+                record.next_source_offset,
+                touched.records,
+            );
         }
         m::lane_transaction_committed(lane);
         self.committed_any = true;

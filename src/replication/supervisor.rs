@@ -13,6 +13,7 @@ use eosmirror_state::{SourcePartition, StateStore};
 use rdkafka::config::ClientConfig;
 use tokio::sync::mpsc;
 
+use super::copy_progress::{self, Report};
 use super::failure::WorkerError;
 use super::lane::{LanePartitions, LaneWorker, WorkerSettings};
 use super::layout::Lane;
@@ -43,6 +44,8 @@ pub struct SupervisorSettings {
     pub shutdown_timeout: Duration,
     /// Timeout of metadata requests.
     pub metadata_timeout: Duration,
+    /// How often a backfill logs its progress.
+    pub progress_interval: Duration,
 }
 
 /// Why a run ended with an error.
@@ -83,6 +86,11 @@ pub async fn run(
     // every refresh.
     let mut warned: HashSet<Finding> = HashSet::new();
     let stopped = &health.stopped;
+    tokio::spawn(report_progress(
+        Arc::clone(&health),
+        settings.progress_interval,
+        shutdown.clone(),
+    ));
 
     while !shutdown.requested() {
         match refresh(&settings, &workers).await {
@@ -210,6 +218,45 @@ pub async fn run(
         Some(e) => Err(e),
         None if !stopped.is_empty() => Err(RunError::PartitionsStopped(stopped.summary())),
         None => Ok(()),
+    }
+}
+
+/// Logs the backfill's progress every `interval` (see
+/// [`copy_progress::report`]) until shutdown.
+async fn report_progress(health: Arc<Health>, interval: Duration, shutdown: Shutdown) {
+    let mut before = health.copy_progress.snapshot();
+    let mut in_backfill = false;
+    loop {
+        tokio::select! {
+            _ = tokio::time::sleep(interval) => {}
+            _ = shutdown.wait() => return,
+        }
+        let now = health.copy_progress.snapshot();
+        match copy_progress::report(before, now, interval, &mut in_backfill) {
+            Some(
+                report @ Report::Backfill {
+                    copied,
+                    total,
+                    remaining,
+                    records_per_sec,
+                    eta,
+                },
+            ) => {
+                tracing::info!(
+                    copied,
+                    total,
+                    remaining,
+                    records_per_sec = records_per_sec.round() as u64,
+                    eta_secs = eta.map(|e| e.as_secs()),
+                    "{report}"
+                );
+            }
+            Some(report @ Report::CaughtUp { copied, remaining }) => {
+                tracing::info!(copied, remaining, "{report}")
+            }
+            None => {}
+        }
+        before = now;
     }
 }
 
