@@ -317,9 +317,15 @@ fn a_backfill_logs_its_progress_as_json() {
 #[test]
 fn the_final_error_is_json_with_log_format_json() {
     let setup = MirrorSetup::new(&bed().source.bootstrap, &bed().target.bootstrap);
+    let missing = setup.state_dir.with_file_name("no-such-throttle-file");
     let (code, output) = setup.run_to_exit(
         "t",
-        &["--throttle", "10XB", "--log.format", "json"],
+        &[
+            "--throttle.file",
+            missing.to_str().unwrap(),
+            "--log.format",
+            "json",
+        ],
         EXIT_LIMIT,
     );
     assert_ne!(code, 0, "{output}");
@@ -333,7 +339,7 @@ fn the_final_error_is_json_with_log_format_json() {
     assert!(
         event["fields"]["message"]
             .as_str()
-            .is_some_and(|m| m.contains("--throttle")),
+            .is_some_and(|m| m.contains("no-such-throttle-file")),
         "{event}"
     );
 }
