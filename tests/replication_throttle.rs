@@ -294,10 +294,18 @@ fn a_backfill_logs_its_progress_as_json() {
         let total = field(e, "total").as_u64().expect("total");
         let remaining = field(e, "remaining").as_u64().expect("remaining");
         assert_eq!(total, copied + remaining, "{e}");
-        assert_eq!(total, 40_000, "total = what there was to copy: {e}");
+        // Partitions count once their lane resumed them: the first line
+        // may come before every lane did.
+        assert!(total <= 40_000, "total = what there was to copy: {e}");
         assert!(copied >= last_copied, "copied only grows: {e}");
         last_copied = copied;
     }
+    assert!(
+        backfill
+            .iter()
+            .any(|e| field(e, "total").as_u64() == Some(40_000)),
+        "no line counts all 40,000 records:\n{output}"
+    );
     let moving = backfill
         .iter()
         .find(|e| field(e, "records_per_sec").as_u64().is_some_and(|r| r > 0))
