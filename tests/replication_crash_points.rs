@@ -19,19 +19,18 @@
 mod support;
 
 use std::collections::BTreeMap;
-use std::net::SocketAddr;
 use std::os::unix::process::ExitStatusExt;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use eosmirror::failpoints;
-use eosmirror_chaos::proxy::{FaultProxy, ProxyError};
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use support::mirror::{
     assert_exact_copy, copy_differences, count_committed, tail, Mirror, MirrorSetup,
 };
-use support::{bed, unique_name, Isolation, ProxiedListener, ReadRecord, TestRecord, TxnOutcome};
+use support::proxy::Proxy;
+use support::{bed, unique_name, Isolation, ReadRecord, TestRecord, TxnOutcome};
 
 const PARTITIONS: i32 = 3;
 /// How long an armed crash point may take to fire.
@@ -529,53 +528,6 @@ fn crash_in_group_sync_after_the_target_commit() {
 // ---------------------------------------------------------------------------
 // The commit's response lost (inside librdkafka)
 // ---------------------------------------------------------------------------
-
-/// A fault proxy on the target's proxied listener, on a runtime of its own.
-struct Proxy {
-    proxy: Option<FaultProxy>,
-    runtime: tokio::runtime::Runtime,
-}
-
-impl Proxy {
-    /// Listens on the advertised port of `listener`; other test binaries
-    /// may hold it for a while, so binding is retried.
-    fn start(listener: ProxiedListener) -> Proxy {
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-            .expect("build proxy runtime");
-        let listen = SocketAddr::from(([127, 0, 0, 1], listener.advertised_port));
-        let upstream = SocketAddr::from(([127, 0, 0, 1], listener.broker_port));
-        let deadline = Instant::now() + Duration::from_secs(600);
-        let proxy = loop {
-            match runtime.block_on(FaultProxy::start(listen, upstream)) {
-                Ok(proxy) => break proxy,
-                Err(ProxyError::Bind { .. }) if Instant::now() < deadline => {
-                    std::thread::sleep(Duration::from_secs(1));
-                }
-                Err(e) => panic!("starting the fault proxy {listen} -> {upstream}: {e}"),
-            }
-        };
-        Proxy {
-            proxy: Some(proxy),
-            runtime,
-        }
-    }
-
-    fn get(&self) -> &FaultProxy {
-        self.proxy.as_ref().expect("proxy running")
-    }
-}
-
-impl Drop for Proxy {
-    /// Frees the port for other tests.
-    fn drop(&mut self) {
-        if let Some(proxy) = self.proxy.take() {
-            self.runtime.block_on(proxy.shutdown());
-        }
-    }
-}
 
 /// Writes a block of source data every half second until stopped, so
 /// transactions keep flowing whatever the faults do.

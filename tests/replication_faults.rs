@@ -8,9 +8,7 @@
 //!
 //! The network tests put a `FaultProxy` on a broker's proxied listener (the
 //! port the broker advertises there), so every connection eosmirror makes
-//! through that listener crosses the proxy. One proxy can own a port at a
-//! time: those tests take [`PROXY_PORTS`] and, because other test binaries
-//! may use the same ports, retry binding for a while.
+//! through that listener crosses the proxy (`support::proxy`).
 //!
 //! Each test uses its own source alias and transactional-id prefix, so its
 //! internal topics and transactional ids are its own and no other test's
@@ -18,25 +16,21 @@
 
 mod support;
 
-use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use eosmirror_chaos::proxy::{Fault, FaultProxy, ProxyError};
+use eosmirror_chaos::proxy::Fault;
 use rdkafka::error::KafkaError;
 use rdkafka::message::{Header, OwnedHeaders};
 use rdkafka::producer::{BaseRecord, DefaultProducerContext, Producer, ThreadedProducer};
 use rdkafka::types::RDKafkaErrorCode;
 use support::mirror::{assert_exact_copy, tail, wait_for_copy, Mirror, MirrorSetup};
+use support::proxy::Proxy;
 use support::{
-    bed, free_local_address, http_get, unique_name, Cluster, Isolation, ProxiedListener, TestBed,
-    TestRecord,
+    bed, free_local_address, http_get, unique_name, Cluster, Isolation, TestBed, TestRecord,
 };
-
-/// Serializes the tests of this file that listen on a proxied port.
-static PROXY_PORTS: Mutex<()> = Mutex::new(());
 
 /// Transaction timeout given to eosmirror: short, so that faults longer than
 /// it fit in a test.
@@ -238,62 +232,6 @@ fn wait_for_probe(mirror: &mut Mirror, address: &str, path: &str, status: u16) -
 
 fn as_strs(args: &[String]) -> Vec<&str> {
     args.iter().map(String::as_str).collect()
-}
-
-/// A fault proxy on a broker's proxied listener, with the runtime it runs on
-/// and the lock that makes it the only proxy of this file.
-struct Proxy {
-    proxy: Option<FaultProxy>,
-    runtime: tokio::runtime::Runtime,
-    _ports: MutexGuard<'static, ()>,
-}
-
-impl Proxy {
-    /// Listens on the advertised port of `listener` and forwards to the
-    /// broker. Another test binary may hold the port for a while: retry.
-    fn start(listener: ProxiedListener) -> Proxy {
-        let ports = PROXY_PORTS.lock().unwrap_or_else(PoisonError::into_inner);
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-            .expect("build proxy runtime");
-        let listen = SocketAddr::from(([127, 0, 0, 1], listener.advertised_port));
-        let upstream = SocketAddr::from(([127, 0, 0, 1], listener.broker_port));
-        let deadline = Instant::now() + Duration::from_secs(600);
-        let proxy = loop {
-            match runtime.block_on(FaultProxy::start(listen, upstream)) {
-                Ok(proxy) => break proxy,
-                Err(ProxyError::Bind { .. }) if Instant::now() < deadline => {
-                    std::thread::sleep(Duration::from_secs(1));
-                }
-                Err(e) => panic!("starting the fault proxy {listen} -> {upstream}: {e}"),
-            }
-        };
-        Proxy {
-            proxy: Some(proxy),
-            runtime,
-            _ports: ports,
-        }
-    }
-
-    fn get(&self) -> &FaultProxy {
-        self.proxy.as_ref().expect("proxy running")
-    }
-
-    /// `host:port` clients bootstrap at to go through the proxy.
-    fn bootstrap(&self) -> String {
-        self.get().local_addr().to_string()
-    }
-}
-
-impl Drop for Proxy {
-    /// Frees the port before the lock is released.
-    fn drop(&mut self) {
-        if let Some(proxy) = self.proxy.take() {
-            self.runtime.block_on(proxy.shutdown());
-        }
-    }
 }
 
 /// Two instances with the same transactional-id prefix and alias: B starts

@@ -921,14 +921,7 @@ impl<'w> LaneSession<'w> {
                 targets.push((&topics.progress, Slot::Progress { cursor: *cursor }));
             }
             for (topic, slot) in targets {
-                let index = self.slots.len();
-                self.slots.push(slot);
-                self.producer.send(
-                    BaseRecord::with_opaque_to(topic, index)
-                        .partition(partition)
-                        .key(key.as_slice())
-                        .payload(value.as_slice()),
-                )?;
+                self.send_internal(topic, partition, slot, key, value)?;
             }
         }
         let reports = self.producer.commit()?;
@@ -1258,17 +1251,30 @@ impl<'w> LaneSession<'w> {
                 (&topics.progress, Slot::Progress { cursor: *cursor }),
                 (&topics.position, Slot::Position { cursor: *cursor }),
             ] {
-                let index = self.slots.len();
-                self.slots.push(slot);
-                self.producer.send(
-                    BaseRecord::with_opaque_to(topic, index)
-                        .partition(partition)
-                        .key(key.as_slice())
-                        .payload(value.as_slice()),
-                )?;
+                self.send_internal(topic, partition, slot, &key, &value)?;
             }
         }
         Ok(())
+    }
+
+    /// Sends one progress or position record (`slot`) to `partition` of an
+    /// internal topic, inside the open transaction.
+    fn send_internal(
+        &mut self,
+        topic: &str,
+        partition: i32,
+        slot: Slot,
+        key: &[u8],
+        value: &[u8],
+    ) -> Result<(), TxnFailure> {
+        let index = self.slots.len();
+        self.slots.push(slot);
+        self.producer.send(
+            BaseRecord::with_opaque_to(topic, index)
+                .partition(partition)
+                .key(key)
+                .payload(value),
+        )
     }
 
     /// After a successful commit: moves each touched partition's position

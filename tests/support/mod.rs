@@ -14,6 +14,7 @@
 #![allow(dead_code)] // each test binary uses a different subset of the helpers
 
 pub mod mirror;
+pub mod proxy;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
