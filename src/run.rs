@@ -240,6 +240,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         on_source_gap: args.on_source_gap,
         allow_nonempty_target: args.target_allow_nonempty,
         instance: instance_id(),
+        source_cluster_id: identity.source_cluster_id.clone(),
         throttle,
         start_over,
     });

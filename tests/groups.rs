@@ -501,7 +501,12 @@ fn cutover_completes_on_a_stopped_stream_and_times_out_when_replication_stalls()
         "60000",
     ];
     let (code, stdout, stderr) = setup.command("cutover", &args);
-    assert_eq!(code, 0, "{stdout}\n{stderr}");
+    assert_eq!(
+        code,
+        0,
+        "{stdout}\n{stderr}\neosmirror run's output:\n{}",
+        mirror.output()
+    );
     assert!(stdout.contains("cutover: COMPLETE"), "{stdout}");
     assert!(stdout.contains("verdict: EXACT"), "{stdout}");
     let source = bed.source.read_all(&topic, Isolation::ReadCommitted);

@@ -103,6 +103,9 @@ pub struct WorkerSettings {
     pub allow_nonempty_target: bool,
     /// Random id of this process, written into every progress record.
     pub instance: u64,
+    /// The source cluster's id as the run's start-up check read it: every
+    /// position records it, and a position of another cluster stops the run.
+    pub source_cluster_id: String,
     /// Bounds the source read rate of all lanes together.
     pub throttle: Arc<Throttle>,
     /// Topics the operator allows to start over from the source's first
@@ -117,6 +120,12 @@ pub struct WorkerSettings {
 fn call_timeout(settings: &WorkerSettings) -> Duration {
     settings.transaction_timeout + Duration::from_secs(10)
 }
+
+/// How long a metadata answer (watermarks, topic ids) may take before the
+/// session starts over: short, so a partition whose leader is being elected
+/// (a broker restart, a new topic) delays its lane by seconds, not by a
+/// transaction timeout.
+const METADATA_TIMEOUT: Duration = Duration::from_secs(15);
 
 /// Bounds of the wait between two sessions of a lane.
 const SESSION_BACKOFF_MIN: Duration = Duration::from_millis(100);
@@ -432,18 +441,15 @@ impl LaneWorker {
         let target_watermarks = watermark_client(&settings.target_reader)
             .map_err(|e| self.fatal(format!("creating a target reader: {e}")))?;
         let topics = partitions.iter().map(|p| p.topic.as_str()).collect();
-        let (cluster_id, ids) =
-            match lineage::source_cluster_id(&consumer, timeout).and_then(|cluster_id| {
-                TopicIds::request(&consumer, &target_watermarks, &topics, timeout)
-                    .wait()
-                    .map(|ids| (cluster_id, ids))
-            }) {
-                Ok(found) => found,
-                Err(detail) => return Ok(SessionEnd::restart("topic_ids", detail)),
-            };
+        let ids = match TopicIds::request(&consumer, &target_watermarks, &topics, METADATA_TIMEOUT)
+            .wait()
+        {
+            Ok(ids) => ids,
+            Err(detail) => return Ok(SessionEnd::restart("topic_ids", detail)),
+        };
         let mut cursors = Vec::with_capacity(partitions.len());
         for partition in partitions {
-            let lineage = match ids.lineage(&partition.topic, &cluster_id) {
+            let lineage = match ids.lineage(&partition.topic, &settings.source_cluster_id) {
                 Ok(lineage) => lineage,
                 Err(detail) => return Ok(SessionEnd::restart("topic_ids", detail)),
             };
@@ -564,16 +570,19 @@ impl LaneWorker {
             },
             None => None,
         };
-        let (low, end) =
-            match consumer.fetch_watermarks(&partition.topic, partition.partition, timeout) {
-                Ok(w) => w,
-                Err(e) => {
-                    return Ok(Err(SessionEnd::restart(
-                        "source_watermarks",
-                        format!("{partition}: {e}"),
-                    )))
-                }
-            };
+        let (low, end) = match consumer.fetch_watermarks(
+            &partition.topic,
+            partition.partition,
+            METADATA_TIMEOUT,
+        ) {
+            Ok(w) => w,
+            Err(e) => {
+                return Ok(Err(SessionEnd::restart(
+                    "source_watermarks",
+                    format!("{partition}: {e}"),
+                )))
+            }
+        };
         if resume.is_none() && !settings.allow_nonempty_target {
             match target_has_committed_records(
                 &settings.target_reader,
@@ -1132,12 +1141,7 @@ impl<'w> LaneSession<'w> {
             .iter()
             .map(|&i| self.cursors[i].partition.topic.as_str())
             .collect();
-        TopicIds::request(
-            &self.consumer,
-            &self.target,
-            &topics,
-            call_timeout(&self.worker.settings),
-        )
+        TopicIds::request(&self.consumer, &self.target, &topics, METADATA_TIMEOUT)
     }
 
     /// Before every commit, after the batch's last fetch: the batch's topics

@@ -114,14 +114,6 @@ impl TopicIds {
     }
 }
 
-/// The source cluster's id, as the session's consumer sees it.
-pub fn source_cluster_id(source: &BaseConsumer, timeout: Duration) -> Result<String, String> {
-    source
-        .client()
-        .fetch_cluster_id(timeout)
-        .ok_or_else(|| "the source cluster did not say its cluster id".to_string())
-}
-
 /// Compares a recorded position's lineage with the topics now. A different
 /// source cluster always stops; a recreated topic starts over only when
 /// `start_over` (the operator named it with `--start.over`).

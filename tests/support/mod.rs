@@ -431,12 +431,7 @@ impl Cluster {
             .create()
             .expect("create consumer");
         let ranges: BTreeMap<i32, (i64, i64)> = (0..partitions)
-            .map(|p| {
-                let range = watermarks
-                    .fetch_watermarks(topic, p, BROKER_TIMEOUT)
-                    .unwrap_or_else(|e| panic!("{}: watermarks of {topic}-{p}: {e}", self.name));
-                (p, range)
-            })
+            .map(|p| (p, self.watermarks_with(&watermarks, topic, p)))
             .collect();
         let ends: BTreeMap<i32, i64> = ranges.iter().map(|(&p, &(_, high))| (p, high)).collect();
         let consumer: BaseConsumer = self
@@ -603,9 +598,28 @@ impl Cluster {
     /// Low and high watermark of `topic`/`partition`.
     pub fn watermarks(&self, topic: &str, partition: i32) -> (i64, i64) {
         let consumer: BaseConsumer = self.client_config().create().expect("create consumer");
-        consumer
-            .fetch_watermarks(topic, partition, BROKER_TIMEOUT)
-            .unwrap_or_else(|e| panic!("{}: watermarks of {topic}-{partition}: {e}", self.name))
+        self.watermarks_with(&consumer, topic, partition)
+    }
+
+    /// Watermarks through `client`, retried while the broker answers with
+    /// an error (a partition whose leader is still being elected, e.g. just
+    /// created, or after another test restarted the broker), up to
+    /// [`BROKER_TIMEOUT`].
+    fn watermarks_with(&self, client: &BaseConsumer, topic: &str, partition: i32) -> (i64, i64) {
+        let deadline = Instant::now() + BROKER_TIMEOUT;
+        loop {
+            match client.fetch_watermarks(topic, partition, BROKER_TIMEOUT) {
+                Ok(range) => return range,
+                Err(e) if Instant::now() < deadline => {
+                    eprintln!(
+                        "{}: watermarks of {topic}-{partition}: {e}; retrying",
+                        self.name
+                    );
+                    std::thread::sleep(Duration::from_millis(500));
+                }
+                Err(e) => panic!("{}: watermarks of {topic}-{partition}: {e}", self.name),
+            }
+        }
     }
 
     /// Grows `topic` to `total` partitions; waits until metadata shows them.
