@@ -312,7 +312,11 @@ pub fn cluster_id(
         )
     };
     let metadata = loop {
-        match consumer.fetch_metadata(None, Duration::from_secs(2)) {
+        // Long enough for a busy broker's first answer: once librdkafka has
+        // one, it talks to the advertised addresses only, so a first answer
+        // that comes too late can hide an unreachable advertised listener
+        // behind "all brokers down".
+        match consumer.fetch_metadata(None, METADATA_ATTEMPT) {
             Ok(metadata) => break metadata,
             Err(e) => {
                 // Error events reach the context only when the client's
@@ -347,6 +351,10 @@ pub fn cluster_id(
         .fetch_cluster_id(limit)
         .ok_or_else(|| anyhow!("the {cluster} cluster at {bootstrap} did not report a cluster id"))
 }
+
+/// How long one metadata request of the start-up check may take; error
+/// events (a wrong password, a TLS failure) are read between attempts.
+const METADATA_ATTEMPT: Duration = Duration::from_secs(5);
 
 /// How long the start-up check waits for each advertised broker address.
 const ADVERTISED_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
