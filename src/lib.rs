@@ -14,6 +14,7 @@ pub mod cutover;
 pub mod endpoint;
 pub mod failover;
 pub mod failpoints;
+mod ffi;
 pub mod groups;
 pub mod health;
 pub mod metrics;

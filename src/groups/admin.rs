@@ -24,6 +24,7 @@ use rdkafka::{Offset, TopicPartitionList};
 
 use super::kafka::{GroupError, GroupMembership};
 use super::TopicPartition;
+use crate::ffi::Owned;
 
 /// Groups described per DescribeConsumerGroups request.
 const DESCRIBE_BATCH: usize = 100;
@@ -81,26 +82,6 @@ impl Operation {
             Operation::AlterOffsets => "committing offsets",
             Operation::Describe => "describing",
         }
-    }
-}
-
-/// Owns a librdkafka queue and destroys it.
-struct Queue(*mut rd::rd_kafka_queue_t);
-
-impl Drop for Queue {
-    fn drop(&mut self) {
-        // SAFETY: created by rd_kafka_queue_new, destroyed once.
-        unsafe { rd::rd_kafka_queue_destroy(self.0) }
-    }
-}
-
-/// Owns a librdkafka event and destroys it.
-struct Event(*mut rd::rd_kafka_event_t);
-
-impl Drop for Event {
-    fn drop(&mut self) {
-        // SAFETY: returned by rd_kafka_queue_poll, destroyed once.
-        unsafe { rd::rd_kafka_event_destroy(self.0) }
     }
 }
 
@@ -185,7 +166,10 @@ impl GroupAdmin {
     ) -> PerGroup<T> {
         let rk = self.client.inner().native_ptr();
         // SAFETY: rk is a live client for the lifetime of `self`.
-        let queue = Queue(unsafe { rd::rd_kafka_queue_new(rk) });
+        let queue = Owned::new(
+            unsafe { rd::rd_kafka_queue_new(rk) },
+            rd::rd_kafka_queue_destroy,
+        );
         let timeout_ms = self.timeout.as_millis().min(i32::MAX as u128) as c_int;
         for (index, item) in items.iter().enumerate() {
             // SAFETY: options are created, handed to the request (which
@@ -200,7 +184,7 @@ impl GroupAdmin {
                     errstr.len(),
                 );
                 rd::rd_kafka_AdminOptions_set_opaque(options, index as *mut c_void);
-                submit(rk, item, options, queue.0);
+                submit(rk, item, options, queue.ptr());
                 rd::rd_kafka_AdminOptions_destroy(options);
             }
         }
@@ -212,27 +196,28 @@ impl GroupAdmin {
             if left.is_zero() {
                 break;
             }
-            // SAFETY: the queue is live; a non-null event is owned by Event.
-            let raw =
-                unsafe { rd::rd_kafka_queue_poll(queue.0, left.as_millis().min(1000) as c_int) };
+            // SAFETY: the queue is live; a non-null event is owned by `event`.
+            let raw = unsafe {
+                rd::rd_kafka_queue_poll(queue.ptr(), left.as_millis().min(1000) as c_int)
+            };
             if raw.is_null() {
                 continue;
             }
-            let event = Event(raw);
+            let event = Owned::new(raw, rd::rd_kafka_event_destroy);
             // Only this request kind's results are read below; anything
             // else on the queue is dropped.
             // SAFETY: event is live.
-            if unsafe { rd::rd_kafka_event_type(event.0) } != operation.result_event() {
+            if unsafe { rd::rd_kafka_event_type(event.ptr()) } != operation.result_event() {
                 continue;
             }
             // SAFETY: the opaque is the index set above.
-            let index = unsafe { rd::rd_kafka_event_opaque(event.0) } as usize;
+            let index = unsafe { rd::rd_kafka_event_opaque(event.ptr()) } as usize;
             let Some(slot) = pending.get_mut(index) else {
                 continue;
             };
             *slot = false;
             // SAFETY: event is live.
-            let request_error = unsafe { rd::rd_kafka_event_error(event.0) };
+            let request_error = unsafe { rd::rd_kafka_event_error(event.ptr()) };
             if request_error != RDKafkaRespErr::RD_KAFKA_RESP_ERR_NO_ERROR {
                 for group in group_of(&items[index]) {
                     out.insert(
@@ -242,7 +227,7 @@ impl GroupAdmin {
                 }
                 continue;
             }
-            for (group, result) in read(event.0) {
+            for (group, result) in read(event.ptr()) {
                 let result = result.map_err(|e| self.error(&group, operation, e));
                 out.insert(group, result);
             }

@@ -20,6 +20,8 @@ use rdkafka::error::KafkaError;
 use rdkafka::types::{RDKafkaErrorCode, RDKafkaRespErr};
 use serde::{Deserialize, Serialize};
 
+use crate::ffi::Owned;
+
 /// A Kafka topic id (a UUID the controller gives a topic when it is
 /// created; never reused).
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -58,22 +60,6 @@ impl fmt::Debug for TopicId {
     }
 }
 
-/// Owns a librdkafka object and destroys it with `destroy`.
-struct Owned<T> {
-    ptr: *mut T,
-    destroy: unsafe extern "C" fn(*mut T),
-}
-
-impl<T> Drop for Owned<T> {
-    fn drop(&mut self) {
-        if !self.ptr.is_null() {
-            // SAFETY: created by the matching librdkafka constructor and
-            // destroyed once, here.
-            unsafe { (self.destroy)(self.ptr) }
-        }
-    }
-}
-
 /// A DescribeTopics request in flight: sent by [`TopicIdRequest::send`],
 /// answered by [`TopicIdRequest::wait`], so the caller can do other work
 /// (a lane flushes its batch) while the cluster answers.
@@ -101,32 +87,26 @@ impl TopicIdRequest {
         // (the request copies both); `names` outlives the collection; the
         // queue is owned by the returned request.
         unsafe {
-            let collection = Owned {
-                ptr: rd::rd_kafka_TopicCollection_of_topic_names(
-                    pointers.as_mut_ptr(),
-                    pointers.len(),
-                ),
-                destroy: rd::rd_kafka_TopicCollection_destroy,
-            };
-            let queue = Owned {
-                ptr: rd::rd_kafka_queue_new(rk),
-                destroy: rd::rd_kafka_queue_destroy,
-            };
-            let options = Owned {
-                ptr: rd::rd_kafka_AdminOptions_new(
+            let collection = Owned::new(
+                rd::rd_kafka_TopicCollection_of_topic_names(pointers.as_mut_ptr(), pointers.len()),
+                rd::rd_kafka_TopicCollection_destroy,
+            );
+            let queue = Owned::new(rd::rd_kafka_queue_new(rk), rd::rd_kafka_queue_destroy);
+            let options = Owned::new(
+                rd::rd_kafka_AdminOptions_new(
                     rk,
                     rd::rd_kafka_admin_op_t::RD_KAFKA_ADMIN_OP_DESCRIBETOPICS,
                 ),
-                destroy: rd::rd_kafka_AdminOptions_destroy,
-            };
+                rd::rd_kafka_AdminOptions_destroy,
+            );
             let mut errstr = [0 as c_char; 256];
             rd::rd_kafka_AdminOptions_set_request_timeout(
-                options.ptr,
+                options.ptr(),
                 timeout_ms,
                 errstr.as_mut_ptr(),
                 errstr.len(),
             );
-            rd::rd_kafka_DescribeTopics(rk, collection.ptr, options.ptr, queue.ptr);
+            rd::rd_kafka_DescribeTopics(rk, collection.ptr(), options.ptr(), queue.ptr());
             TopicIdRequest { queue, timeout_ms }
         }
     }
@@ -139,18 +119,18 @@ impl TopicIdRequest {
         unsafe {
             // The request's own timeout ends it; the extra second only
             // covers the result's way back through the queue.
-            let event = Owned {
-                ptr: rd::rd_kafka_queue_poll(self.queue.ptr, self.timeout_ms.saturating_add(1_000)),
-                destroy: rd::rd_kafka_event_destroy,
-            };
-            if event.ptr.is_null() {
+            let event = Owned::new(
+                rd::rd_kafka_queue_poll(self.queue.ptr(), self.timeout_ms.saturating_add(1_000)),
+                rd::rd_kafka_event_destroy,
+            );
+            if event.ptr().is_null() {
                 return Err(KafkaError::AdminOp(RDKafkaErrorCode::OperationTimedOut));
             }
-            let code = rd::rd_kafka_event_error(event.ptr);
+            let code = rd::rd_kafka_event_error(event.ptr());
             if code != RDKafkaRespErr::RD_KAFKA_RESP_ERR_NO_ERROR {
                 return Err(KafkaError::AdminOp(code.into()));
             }
-            let result = rd::rd_kafka_event_DescribeTopics_result(event.ptr);
+            let result = rd::rd_kafka_event_DescribeTopics_result(event.ptr());
             let mut count = 0usize;
             let descriptions = rd::rd_kafka_DescribeTopics_result_topics(result, &mut count);
             for i in 0..count {
