@@ -44,21 +44,29 @@ impl CopyProgress {
 
     /// A partition's position and source end (session start, lag report).
     pub fn position(&self, partition: &SourcePartition, next: i64, end: i64) {
-        self.inner()
-            .partitions
-            .insert(partition.clone(), (next, end));
+        let mut inner = self.inner();
+        match inner.partitions.get_mut(partition) {
+            Some(known) => *known = (next, end),
+            None => {
+                inner.partitions.insert(partition.clone(), (next, end));
+            }
+        }
     }
 
-    /// A commit moved a partition to `next`, copying `records`.
+    /// A commit moved a partition to `next`, copying `records` (on every
+    /// commit: the key is cloned only for a partition seen the first time).
     pub fn committed(&self, partition: &SourcePartition, next: i64, records: u64) {
         let mut inner = self.inner();
         inner.copied += records;
-        let entry = inner
-            .partitions
-            .entry(partition.clone())
-            .or_insert((next, next));
-        entry.0 = next;
-        entry.1 = entry.1.max(next);
+        match inner.partitions.get_mut(partition) {
+            Some((known_next, end)) => {
+                *known_next = next;
+                *end = (*end).max(next);
+            }
+            None => {
+                inner.partitions.insert(partition.clone(), (next, next));
+            }
+        }
     }
 
     /// A partition left this process (stopped, or its lane ended).
