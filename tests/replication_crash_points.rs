@@ -588,7 +588,7 @@ fn lost_commit_responses_lose_and_duplicate_nothing() {
         return;
     };
     let proxy = Proxy::start(listener);
-    let bootstrap = proxy.get().local_addr().to_string();
+    let bootstrap = proxy.bootstrap();
     let case = Case::new("lost-end-txn", &bootstrap);
     write_block(&case.topic, "a", 600);
     let writer = Writer::start(&case.topic);
