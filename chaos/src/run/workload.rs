@@ -637,9 +637,14 @@ fn group_consumer(spec: WorkloadSpec, stop: Arc<AtomicBool>, consumed: Arc<Atomi
         Ok(c) => c,
         Err(e) => return eprintln!("group consumer {}: {e}", spec.group),
     };
+    // The scenario's group is new, so it starts at the beginning. Not at
+    // `Stored`: on fresh brokers this consumer's first request creates
+    // __consumer_offsets, and a consumer that had to fetch its stored
+    // offsets then was seen never to start (nothing consumed, nothing
+    // committed in 100 s).
     let mut tpl = TopicPartitionList::new();
     for p in 0..spec.partitions {
-        let _ = tpl.add_partition_offset(&spec.topic, p, Offset::Stored);
+        let _ = tpl.add_partition_offset(&spec.topic, p, Offset::Beginning);
     }
     if let Err(e) = consumer.assign(&tpl) {
         return eprintln!("group consumer {}: assign: {e}", spec.group);
