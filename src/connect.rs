@@ -6,7 +6,7 @@
 //! "authentication failed" at once instead of "timed out" after 30 s.
 
 use std::path::Path;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::anyhow;
@@ -19,9 +19,10 @@ use rdkafka::types::RDKafkaErrorCode;
 
 /// What librdkafka reported for a client: the last error, and the first
 /// one that retrying cannot fix (later "all brokers down" events must not
-/// hide an authentication failure).
-#[derive(Default)]
-struct ReportedErrors(Mutex<Reported>);
+/// hide an authentication failure). Shared by the clients of successive
+/// attempts, so repeated reports accumulate.
+#[derive(Default, Clone)]
+struct ReportedErrors(Arc<Mutex<Reported>>);
 
 #[derive(Default, Clone)]
 struct Reported {
@@ -295,14 +296,7 @@ pub fn cluster_id(
     file: &Path,
     limit: Duration,
 ) -> anyhow::Result<String> {
-    let consumer: BaseConsumer<ReportedErrors> = config
-        .create_with_context(ReportedErrors::default())
-        .map_err(|e| {
-            anyhow!(
-                "creating a client for the {cluster} cluster ({}): {e}",
-                file.display()
-            )
-        })?;
+    let reported_errors = ReportedErrors::default();
     let bootstrap = config.get("bootstrap.servers").unwrap_or_default();
     let deadline = Instant::now() + limit;
     let fail = |why: String| {
@@ -311,50 +305,62 @@ pub fn cluster_id(
             file.display()
         )
     };
-    let metadata = loop {
-        // Long enough for a busy broker's first answer: once librdkafka has
-        // one, it talks to the advertised addresses only, so a first answer
-        // that comes too late can hide an unreachable advertised listener
-        // behind "all brokers down".
-        match consumer.fetch_metadata(None, METADATA_ATTEMPT) {
-            Ok(metadata) => break metadata,
-            Err(e) => {
-                // Error events reach the context only when the client's
-                // queue is served; the client has no assignment, so these
-                // polls return nothing else.
-                for _ in 0..100 {
-                    if consumer.poll(Duration::ZERO).is_none() {
-                        break;
-                    }
-                }
-                let reported = consumer.context().get();
-                if let Some(reason) = reported
-                    .permanent
-                    .clone()
-                    .or_else(|| logged_cause(&reported, config))
-                {
-                    let diagnosis = diagnose(&reason, config, || host_name_is_the_problem(config));
-                    return Err(fail(format!("{diagnosis} (librdkafka: {reason})")));
-                }
-                if Instant::now() >= deadline {
-                    let why = reported.last.unwrap_or_else(|| e.to_string());
-                    return Err(fail(format!(
-                        "{why} (gave up after {limit:?}); check the address, the network and security settings"
-                    )));
-                }
+    let mut attempt_length = FIRST_METADATA_ATTEMPT;
+    let (consumer, metadata) = loop {
+        // A fresh client per attempt: once a client has had a metadata answer it
+        // talks to the advertised addresses only, so an answer that came after
+        // its attempt gave up would hide an unreachable advertised listener
+        // behind "all brokers down" in every later attempt.
+        let consumer: BaseConsumer<ReportedErrors> = config
+            .create_with_context(reported_errors.clone())
+            .map_err(|e| {
+                anyhow!(
+                    "creating a client for the {cluster} cluster ({}): {e}",
+                    file.display()
+                )
+            })?;
+        let remaining = deadline.saturating_duration_since(Instant::now());
+        let error = match consumer.fetch_metadata(None, attempt_length.min(remaining)) {
+            Ok(metadata) => break (consumer, metadata),
+            Err(e) => e,
+        };
+        // Error events reach the context only when the client's queue is
+        // served; the client has no assignment, so these polls return
+        // nothing else.
+        for _ in 0..100 {
+            if consumer.poll(Duration::ZERO).is_none() {
+                break;
             }
         }
+        let reported = reported_errors.get();
+        if let Some(reason) = reported
+            .permanent
+            .clone()
+            .or_else(|| logged_cause(&reported, config))
+        {
+            let diagnosis = diagnose(&reason, config, || host_name_is_the_problem(config));
+            return Err(fail(format!("{diagnosis} (librdkafka: {reason})")));
+        }
+        if Instant::now() >= deadline {
+            let why = reported.last.unwrap_or_else(|| error.to_string());
+            return Err(fail(format!(
+                "{why} (gave up after {limit:?}); check the address, the network and security settings"
+            )));
+        }
+        attempt_length = (attempt_length * 2).min(limit);
     };
     check_advertised(&metadata, cluster, bootstrap, file)?;
+    let remaining = deadline.saturating_duration_since(Instant::now());
     consumer
         .client()
-        .fetch_cluster_id(limit)
+        .fetch_cluster_id(remaining.max(FIRST_METADATA_ATTEMPT))
         .ok_or_else(|| anyhow!("the {cluster} cluster at {bootstrap} did not report a cluster id"))
 }
 
-/// How long one metadata request of the start-up check may take; error
-/// events (a wrong password, a TLS failure) are read between attempts.
-const METADATA_ATTEMPT: Duration = Duration::from_secs(5);
+/// How long the first metadata request of the start-up check may take; each
+/// later attempt waits twice as long, for a busy broker. Error events (a wrong
+/// password, a TLS failure) are read between attempts.
+const FIRST_METADATA_ATTEMPT: Duration = Duration::from_secs(5);
 
 /// How long the start-up check waits for each advertised broker address.
 const ADVERTISED_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
