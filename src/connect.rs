@@ -6,7 +6,7 @@
 //! "authentication failed" at once instead of "timed out" after 30 s.
 
 use std::path::Path;
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use anyhow::anyhow;
@@ -19,10 +19,9 @@ use rdkafka::types::RDKafkaErrorCode;
 
 /// What librdkafka reported for a client: the last error, and the first
 /// one that retrying cannot fix (later "all brokers down" events must not
-/// hide an authentication failure). Shared by the clients of successive
-/// attempts, so repeated reports accumulate.
-#[derive(Default, Clone)]
-struct ReportedErrors(Arc<Mutex<Reported>>);
+/// hide an authentication failure).
+#[derive(Default)]
+struct ReportedErrors(Mutex<Reported>);
 
 #[derive(Default, Clone)]
 struct Reported {
@@ -296,7 +295,14 @@ pub fn cluster_id(
     file: &Path,
     limit: Duration,
 ) -> anyhow::Result<String> {
-    let reported_errors = ReportedErrors::default();
+    let consumer: BaseConsumer<ReportedErrors> = config
+        .create_with_context(ReportedErrors::default())
+        .map_err(|e| {
+            anyhow!(
+                "creating a client for the {cluster} cluster ({}): {e}",
+                file.display()
+            )
+        })?;
     let bootstrap = config.get("bootstrap.servers").unwrap_or_default();
     let deadline = Instant::now() + limit;
     let fail = |why: String| {
@@ -305,62 +311,54 @@ pub fn cluster_id(
             file.display()
         )
     };
-    let mut attempt_length = FIRST_METADATA_ATTEMPT;
-    let (consumer, metadata) = loop {
-        // A fresh client per attempt: once a client has had a metadata answer it
-        // talks to the advertised addresses only, so an answer that came after
-        // its attempt gave up would hide an unreachable advertised listener
-        // behind "all brokers down" in every later attempt.
-        let consumer: BaseConsumer<ReportedErrors> = config
-            .create_with_context(reported_errors.clone())
-            .map_err(|e| {
-                anyhow!(
-                    "creating a client for the {cluster} cluster ({}): {e}",
-                    file.display()
-                )
-            })?;
-        let remaining = deadline.saturating_duration_since(Instant::now());
-        let error = match consumer.fetch_metadata(None, attempt_length.min(remaining)) {
-            Ok(metadata) => break (consumer, metadata),
-            Err(e) => e,
-        };
-        // Error events reach the context only when the client's queue is
-        // served; the client has no assignment, so these polls return
-        // nothing else.
-        for _ in 0..100 {
-            if consumer.poll(Duration::ZERO).is_none() {
-                break;
+    let metadata = loop {
+        // Long enough for a busy broker's first answer.
+        match consumer.fetch_metadata(None, METADATA_ATTEMPT) {
+            Ok(metadata) => break metadata,
+            Err(e) => {
+                // Error events reach the context only when the client's
+                // queue is served; the client has no assignment, so these
+                // polls return nothing else.
+                for _ in 0..100 {
+                    if consumer.poll(Duration::ZERO).is_none() {
+                        break;
+                    }
+                }
+                let reported = consumer.context().get();
+                if let Some(reason) = reported
+                    .permanent
+                    .clone()
+                    .or_else(|| logged_cause(&reported, config))
+                {
+                    let diagnosis = diagnose(&reason, config, || host_name_is_the_problem(config));
+                    return Err(fail(format!("{diagnosis} (librdkafka: {reason})")));
+                }
+                // A first answer that came after its attempt gave up still
+                // taught the client the advertised addresses, which it
+                // alone uses from then on: their connection failures say
+                // what is wrong.
+                if let Some(broker) = unreachable_advertised(&reported.failures, bootstrap) {
+                    return Err(advertised_error(cluster, bootstrap, file, &broker));
+                }
+                if Instant::now() >= deadline {
+                    let why = reported.last.unwrap_or_else(|| e.to_string());
+                    return Err(fail(format!(
+                        "{why} (gave up after {limit:?}); check the address, the network and security settings"
+                    )));
+                }
             }
         }
-        let reported = reported_errors.get();
-        if let Some(reason) = reported
-            .permanent
-            .clone()
-            .or_else(|| logged_cause(&reported, config))
-        {
-            let diagnosis = diagnose(&reason, config, || host_name_is_the_problem(config));
-            return Err(fail(format!("{diagnosis} (librdkafka: {reason})")));
-        }
-        if Instant::now() >= deadline {
-            let why = reported.last.unwrap_or_else(|| error.to_string());
-            return Err(fail(format!(
-                "{why} (gave up after {limit:?}); check the address, the network and security settings"
-            )));
-        }
-        attempt_length = (attempt_length * 2).min(limit);
     };
     check_advertised(&metadata, cluster, bootstrap, file)?;
-    let remaining = deadline.saturating_duration_since(Instant::now());
     consumer
         .client()
-        .fetch_cluster_id(remaining.max(FIRST_METADATA_ATTEMPT))
+        .fetch_cluster_id(limit)
         .ok_or_else(|| anyhow!("the {cluster} cluster at {bootstrap} did not report a cluster id"))
 }
 
-/// How long the first metadata request of the start-up check may take; each
-/// later attempt waits twice as long, for a busy broker. Error events (a wrong
-/// password, a TLS failure) are read between attempts.
-const FIRST_METADATA_ATTEMPT: Duration = Duration::from_secs(5);
+/// How long one metadata request of the start-up check may take; error
+/// events (a wrong password, a TLS failure) are read between attempts.
+const METADATA_ATTEMPT: Duration = Duration::from_secs(5);
 
 /// How long the start-up check waits for each advertised broker address.
 const ADVERTISED_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
@@ -389,11 +387,89 @@ fn check_advertised(
             Some(Err(e)) => e.to_string(),
             None => "the name does not resolve".to_string(),
         };
-        return Err(anyhow!(
-            "the {cluster} cluster answers at {bootstrap} (settings in {}), but broker {} advertises {address}, which this machine cannot reach ({why}); clients use advertised addresses for everything after bootstrap. Fix advertised.listeners on that broker (an address reachable from here), or make {address} reachable from this machine",
-            file.display(),
-            broker.id()
-        ));
+        let broker = AdvertisedBroker {
+            id: broker.id(),
+            address,
+            why,
+        };
+        return Err(advertised_error(cluster, bootstrap, file, &broker));
     }
     Ok(())
+}
+
+/// A broker whose advertised address this machine cannot reach.
+#[derive(Debug, PartialEq, Eq)]
+struct AdvertisedBroker {
+    id: i32,
+    address: String,
+    why: String,
+}
+
+fn advertised_error(
+    cluster: &str,
+    bootstrap: &str,
+    file: &Path,
+    broker: &AdvertisedBroker,
+) -> anyhow::Error {
+    let AdvertisedBroker { id, address, why } = broker;
+    anyhow!(
+        "the {cluster} cluster answers at {bootstrap} (settings in {}), but broker {id} advertises {address}, which this machine cannot reach ({why}); clients use advertised addresses for everything after bootstrap. Fix advertised.listeners on that broker (an address reachable from here), or make {address} reachable from this machine",
+        file.display()
+    )
+}
+
+/// A failed connection to an advertised broker address among librdkafka's
+/// logged failures (`<address>/<broker id>: Connect to ... failed: <why>`),
+/// other than a bootstrap address.
+fn unreachable_advertised(failures: &[String], bootstrap: &str) -> Option<AdvertisedBroker> {
+    let strip_scheme = |a: &str| a.rsplit("://").next().unwrap_or(a).trim().to_string();
+    let bootstraps: Vec<String> = bootstrap.split(',').map(strip_scheme).collect();
+    failures.iter().find_map(|failure| {
+        let (name, rest) = failure.split_once(": ")?;
+        let (address, id) = name.rsplit_once('/')?;
+        let id = id.parse().ok()?;
+        let address = strip_scheme(address);
+        let (_, why) = rest.split_once(" failed: ")?;
+        (rest.starts_with("Connect to") && !bootstraps.contains(&address)).then(|| {
+            AdvertisedBroker {
+                id,
+                address,
+                why: why.split(" (after").next().unwrap_or(why).to_string(),
+            }
+        })
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_logged_connect_failure_of_an_advertised_broker_is_named() {
+        let failures = vec![
+            "127.0.0.1:19094/bootstrap: Connect to ipv4#127.0.0.1:19094 failed: Connection refused (after 0ms in state CONNECT)".to_string(),
+            "127.0.0.1:19095/1: Connect to ipv4#127.0.0.1:19095 failed: Connection refused (after 0ms in state CONNECT, 1 identical error(s) suppressed)".to_string(),
+        ];
+        assert_eq!(
+            unreachable_advertised(&failures, "127.0.0.1:19094"),
+            Some(AdvertisedBroker {
+                id: 1,
+                address: "127.0.0.1:19095".into(),
+                why: "Connection refused".into(),
+            })
+        );
+    }
+
+    #[test]
+    fn bootstrap_addresses_and_other_failures_are_not_advertised_ones() {
+        let failures = vec![
+            // A single broker that advertises its bootstrap address, down.
+            "127.0.0.1:19092/1: Connect to ipv4#127.0.0.1:19092 failed: Connection refused (after 0ms in state CONNECT)".to_string(),
+            "sasl_ssl://127.0.0.1:29097/1: SASL authentication error: Authentication failed".to_string(),
+        ];
+        assert_eq!(
+            unreachable_advertised(&failures, "SASL_SSL://127.0.0.1:29097, 127.0.0.1:19092"),
+            None
+        );
+    }
 }
