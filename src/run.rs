@@ -18,6 +18,7 @@ use crate::health::Health;
 use crate::replication::lane::WorkerSettings;
 use crate::replication::layout::{Layout, DEFAULT_LANES};
 use crate::replication::limits::BatchLimits;
+use crate::replication::membership::{FleetSettings, LaneOwnership};
 use crate::replication::progress::InternalTopics;
 use crate::replication::supervisor::{self, SupervisorSettings};
 use crate::replication::throttle::{self, Throttle, ThrottleLimits};
@@ -220,16 +221,24 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         None => {}
     }
 
+    let transactional_id_base = format!(
+        "{}.{}",
+        args.transactional_id_prefix, args.connection.source_alias
+    );
+    let fleet = FleetSettings {
+        target: target_connection.clone(),
+        group_id: transactional_id_base.clone(),
+        position_topic: InternalTopics::for_alias(&args.connection.source_alias).position,
+        session_timeout: Duration::from_millis(args.fleet_session_timeout_ms),
+        revoke_wait: Duration::from_millis(args.shutdown_timeout_ms),
+    };
     let workers = Arc::new(WorkerSettings {
         source,
         target,
         target_reader: target_connection.clone(),
         internal_topics: InternalTopics::for_alias(&args.connection.source_alias),
         layout,
-        transactional_id_base: format!(
-            "{}.{}",
-            args.transactional_id_prefix, args.connection.source_alias
-        ),
+        transactional_id_base: transactional_id_base.clone(),
         limits: BatchLimits {
             max_records: args.batch_max_records,
             max_bytes: args.batch_max_bytes,
@@ -261,8 +270,10 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         shutdown_timeout: Duration::from_millis(args.shutdown_timeout_ms),
         metadata_timeout: CONNECT_TIMEOUT,
         progress_interval: Duration::from_millis(args.log_progress_ms),
+        fleet,
     };
     let state = Arc::new(state);
+    let lanes = Arc::new(LaneOwnership::default());
     if let Some(groups) = groups_sync {
         let sync = GroupSync {
             groups,
@@ -279,10 +290,11 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
             groups_topic: InternalTopics::for_alias(&args.connection.source_alias).groups,
             alias: args.connection.source_alias.clone(),
             state: Arc::clone(&state),
+            lanes: Arc::clone(&lanes),
         };
         tokio::spawn(sync.run(shutdown.clone()));
     }
-    supervisor::run(supervisor_settings, workers, state, health, shutdown).await?;
+    supervisor::run(supervisor_settings, workers, state, health, lanes, shutdown).await?;
     tracing::info!("stopped cleanly");
     Ok(())
 }

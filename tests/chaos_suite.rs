@@ -79,6 +79,9 @@ fn scenario(name: &str) {
         partitions: 3,
         transaction_timeout_ms: 8000,
         commit_interval_ms: 100,
+        // The test clusters allow short group sessions: a killed
+        // instance's successor waits 3 s for its lanes.
+        fleet_session_timeout_ms: 3000,
         work_dir: work.path().to_path_buf(),
         scenarios: vec![name.to_string()],
         quiet: false,

@@ -127,6 +127,11 @@ struct RunArgs {
     /// eosmirror's --commit.interval.ms.
     #[arg(long = "commit-interval-ms", default_value_t = 100)]
     commit_interval_ms: u64,
+    /// eosmirror's --fleet.session.timeout.ms: how soon a killed
+    /// instance's lanes move to its successor (the brokers' default
+    /// group.min.session.timeout.ms is 6000).
+    #[arg(long = "fleet-session-timeout-ms", default_value_t = 6_000)]
+    fleet_session_timeout_ms: u64,
     /// Where logs, properties files and state dirs go.
     #[arg(long = "work-dir", default_value = "eosmirror-chaos")]
     work_dir: PathBuf,
@@ -316,6 +321,7 @@ fn chaos_run(a: RunArgs) -> ExitCode {
             partitions: a.partitions,
             transaction_timeout_ms: a.transaction_timeout_ms,
             commit_interval_ms: a.commit_interval_ms,
+            fleet_session_timeout_ms: a.fleet_session_timeout_ms,
             work_dir: a.work_dir.clone(),
             scenarios: a.scenarios.clone(),
             quiet: a.quiet,

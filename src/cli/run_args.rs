@@ -167,6 +167,18 @@ pub struct RunArgs {
     )]
     pub health_stall_ms: u64,
 
+    /// How long the fleet's group waits for a silent instance (killed,
+    /// frozen, cut off) before its lanes move to the other instances (ms).
+    /// Within the target's group.min/max.session.timeout.ms (6 s to 30 min
+    /// by default).
+    #[arg(
+        long = "fleet.session.timeout.ms",
+        env = "EOSMIRROR_FLEET_SESSION_TIMEOUT_MS",
+        default_value_t = 10_000,
+        value_parser = clap::value_parser!(u64).range(1_000..=1_800_000)
+    )]
+    pub fleet_session_timeout_ms: u64,
+
     /// How long shutdown waits for lanes to commit and stop (ms).
     #[arg(
         long = "shutdown.timeout.ms",

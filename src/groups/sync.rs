@@ -5,7 +5,8 @@
 //! the target, so failover works when the source and this host are both
 //! gone, and commit their translations to the same groups on the target
 //! where those have no active members. A group with members on the target
-//! is never touched: its consumers own their offsets.
+//! is never touched: its consumers own their offsets. In a fleet, the
+//! instance that owns lane 0 syncs.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
@@ -22,6 +23,8 @@ use super::TopicPartition;
 use crate::clusters::{Cluster, CONNECT_TIMEOUT};
 use crate::failpoints::{self, crash_point};
 use crate::read::{first_committed, Side};
+use crate::replication::layout::Lane;
+use crate::replication::membership::LaneOwnership;
 use crate::shutdown::Shutdown;
 use crate::topics::filter::TopicFilter;
 use crate::translate::{replicated_partitions, translate_offsets};
@@ -41,6 +44,9 @@ pub struct GroupSync {
     /// Translations come from the local cache first (cheap); the progress
     /// topic answers what the cache does not know.
     pub state: Arc<StateStore>,
+    /// The fleet's lanes: only the instance that owns lane 0 syncs, so
+    /// instances never commit rounds of different ages over each other.
+    pub lanes: Arc<LaneOwnership>,
 }
 
 impl GroupSync {
@@ -53,6 +59,9 @@ impl GroupSync {
             tokio::select! {
                 _ = tokio::time::sleep(this.interval) => {}
                 _ = shutdown.wait() => return,
+            }
+            if !this.lanes.is_owned(Lane(0)) {
+                continue;
             }
             let round = Arc::clone(&this);
             let previous = last_applied.clone();

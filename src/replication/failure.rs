@@ -60,8 +60,6 @@ pub enum WorkerError {
         recorded: String,
         current: String,
     },
-    #[error("{lane} ({partitions} source partitions): another eosmirror instance (same --transactional.id.prefix and --source.alias) took this lane over; this instance stopped writing it")]
-    LaneTakenOver { lane: Lane, partitions: usize },
     #[error("{lane}: {message}")]
     LaneFatal { lane: Lane, message: String },
     #[error("{source_partition}: {message}")]
@@ -99,7 +97,6 @@ impl WorkerError {
                 source_partition, ..
             } => Some(source_partition),
             WorkerError::SourceClusterChanged { .. }
-            | WorkerError::LaneTakenOver { .. }
             | WorkerError::LaneFatal { .. }
             | WorkerError::Fatal { .. } => None,
         }

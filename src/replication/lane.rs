@@ -19,19 +19,14 @@
 //!    position, so nothing is lost and nothing is written twice.
 //! 3. A partition's replicated position only moves forward, and its copies
 //!    keep the source order (both asserted per partition).
-//! 4. Ownership changes hands only forward. Every session commits a *claim*
-//!    (a position record per partition carrying this process's instance id)
-//!    right after its `init_transactions`, and before any later session of
-//!    this process re-initialises, the lane reads its position partition: if
-//!    another instance wrote there after the newest record this process
-//!    knows, that instance owns the lane and this lane stops. librdkafka
-//!    reports a takeover and our own timed-out transaction as the same
-//!    `_FENCED` error; the claim tells them apart, whatever error ended the
-//!    session. A zombie that thaws after the new owner's claim therefore
-//!    never fences it; one that thaws in the instant between the new owner's
-//!    `init_transactions` and its claim can fence it once, and the owner that
-//!    then sees the other's newer claim stops: at most one extra fence,
-//!    never a loop.
+//! 4. A lane is only written by the instance the fleet's group assigned it
+//!    to (see `membership.rs`): every session first has the group coordinator
+//!    confirm the lane is this instance's before `init_transactions` (which
+//!    fences any other holder of the transactional id), and every
+//!    transaction carries an offset commit the coordinator refuses from a
+//!    stale member. A fenced lane that the group no longer gives this
+//!    instance stops without touching the lane again; one that the group
+//!    confirms (its own transaction timed out) re-initialises.
 //!
 //! All calls here block: a lane runs on a thread of its own, so the async
 //! runtime (metrics endpoint, signals, supervisor) never stalls.
@@ -58,9 +53,10 @@ use super::failure::WorkerError;
 use super::layout::{Lane, Layout};
 use super::limits::{BatchLimits, BufferBudget};
 use super::lineage::{self, Continuity, PendingTopicIds, TopicIds};
+use super::membership::{Confirmation, Membership};
 use super::positions::{
     read_lane_positions, target_has_committed_records, watermark_client, LanePositions,
-    ResumePosition, View,
+    ResumePosition,
 };
 use super::progress::{runs_from_deliveries, InternalTopics, Lineage, ProgressRecord};
 use super::throttle::Throttle;
@@ -231,7 +227,11 @@ pub struct LaneWorker {
     partitions: Arc<LanePartitions>,
     settings: Arc<WorkerSettings>,
     state: Arc<StateStore>,
-    shutdown: Arc<AtomicBool>,
+    /// Set at shutdown, or when the fleet's group takes the lane away: the
+    /// lane commits its open transaction and returns.
+    stop: Arc<AtomicBool>,
+    /// The fleet's group: who owns the lane (invariant 4).
+    membership: Arc<Membership>,
     /// This lane's share of the memory bound.
     budget: BufferBudget,
     /// The run's health: this lane's progress, and the partitions stopped
@@ -239,8 +239,8 @@ pub struct LaneWorker {
     health: Arc<Health>,
     /// Offset in the lane's position partition up to which this process
     /// knows every record: what its session read at start, then its own
-    /// commits; `None` until a session has read it. A record of another
-    /// instance beyond it is a takeover.
+    /// commits; `None` until a session has read it. Committed as the fleet
+    /// group's offset of the lane.
     known_position: Cell<Option<i64>>,
 }
 
@@ -250,7 +250,8 @@ impl LaneWorker {
         partitions: Arc<LanePartitions>,
         settings: Arc<WorkerSettings>,
         state: Arc<StateStore>,
-        shutdown: Arc<AtomicBool>,
+        stop: Arc<AtomicBool>,
+        membership: Arc<Membership>,
         budget: BufferBudget,
         health: Arc<Health>,
     ) -> LaneWorker {
@@ -259,27 +260,28 @@ impl LaneWorker {
             partitions,
             settings,
             state,
-            shutdown,
+            stop,
+            membership,
             budget,
             health,
             known_position: Cell::new(None),
         }
     }
 
-    /// Runs sessions until shutdown, every partition of the lane is
-    /// stopped, or a failure of the lane that retrying cannot fix. A failure
-    /// of one partition stops that partition; the next session copies the
-    /// others.
+    /// Runs sessions until shutdown, the lane moves to another instance,
+    /// every partition of the lane is stopped, or a failure of the lane that
+    /// retrying cannot fix. A failure of one partition stops that partition;
+    /// the next session copies the others.
     pub fn run(self) -> Result<(), WorkerError> {
         let mut backoff = Backoff::new(SESSION_BACKOFF_MIN, SESSION_BACKOFF_MAX);
         loop {
             self.health.progress(self.lane);
-            if self.shutdown.load(Ordering::Relaxed) || self.to_copy().1.is_empty() {
+            if self.stop.load(Ordering::Relaxed) || self.to_copy().1.is_empty() {
                 return Ok(());
             }
-            // Invariant 4: no session of ours re-initialises (and so fences)
-            // a lane another instance has claimed since.
-            if !self.still_owned(&mut backoff)? {
+            // Invariant 4: no session of ours initialises (and so fences) a
+            // lane the group has given to another instance.
+            if !self.owned() {
                 return Ok(());
             }
             let end = self.session();
@@ -313,74 +315,42 @@ impl LaneWorker {
                     m::lane_restarted(self.lane, reason);
                     let wait = backoff.next();
                     tracing::warn!(lane = %self.lane, reason, %detail, retry_in_ms = wait.as_millis() as u64, "restarting lane session; positions will be re-read from the target");
-                    self.sleep_unless_shutdown(wait);
+                    self.sleep_unless_stopped(wait);
                 }
             }
         }
     }
 
-    /// Whether this lane may start a new session: true before its first
-    /// session, and afterwards while no other instance has written to the
-    /// lane's position partition beyond the newest record this process
-    /// knows. Retries (with `backoff`) until the partition can be read;
-    /// false only when shutdown is requested meanwhile.
-    fn still_owned(&self, backoff: &mut Backoff) -> Result<bool, WorkerError> {
-        let Some(known) = self.known_position.get() else {
-            return Ok(true);
-        };
-        loop {
-            if self.shutdown.load(Ordering::Relaxed) {
-                return Ok(false);
+    /// Whether this lane may (re)initialise: the group confirms it is this
+    /// instance's (invariant 4). False when it moved, or on stop.
+    fn owned(&self) -> bool {
+        let position_end = self.known_position.get().map_or(0, |k| k + 1);
+        match self.membership.confirm(self.lane, position_end, &self.stop) {
+            Confirmation::Owned => true,
+            Confirmation::NotOwned => {
+                tracing::info!(lane = %self.lane, "the fleet's group gave this lane to another instance; this one stops touching it");
+                false
             }
-            match self.taken_over(known) {
-                Ok(Some(foreign)) => return Err(self.stop_taken_over(foreign)),
-                Ok(None) => return Ok(true),
-                Err(e) if e.is_permanent() => return Err(self.fatal(e.to_string())),
-                Err(e) => {
-                    m::lane_restarted(self.lane, "ownership_check");
-                    let wait = backoff.next();
-                    tracing::warn!(lane = %self.lane, error = %e, retry_in_ms = wait.as_millis() as u64, "cannot read the lane's positions to confirm it was not taken over; retrying before re-initialising");
-                    self.sleep_unless_shutdown(wait);
-                }
-            }
-        }
-    }
-
-    /// The offset of a record another instance wrote to the lane's
-    /// position partition after `known`, if there is one: the lane was
-    /// taken over.
-    fn taken_over(&self, known: i64) -> Result<Option<i64>, super::positions::ResumeError> {
-        let found = self.read_positions(Some(known.max(0)), View::Written)?;
-        Ok((found.newest_foreign_offset > known).then_some(found.newest_foreign_offset))
-    }
-
-    fn stop_taken_over(&self, foreign_offset: i64) -> WorkerError {
-        tracing::error!(lane = %self.lane, position_offset = foreign_offset, "another instance claimed this lane after this one's last commit; stopping it without touching the lane again (re-initialising or aborting would fence the new owner)");
-        WorkerError::LaneTakenOver {
-            lane: self.lane,
-            partitions: self.partitions.snapshot().1.len(),
+            Confirmation::Stopping => false,
         }
     }
 
     fn read_positions(
         &self,
         start_hint: Option<i64>,
-        view: View,
     ) -> Result<LanePositions, super::positions::ResumeError> {
         read_lane_positions(
             &self.settings.target_reader,
             &self.settings.internal_topics.position,
             self.lane.internal_partition(),
             start_hint,
-            view,
-            self.settings.instance,
             call_timeout(&self.settings),
         )
     }
 
-    fn sleep_unless_shutdown(&self, duration: Duration) {
+    fn sleep_unless_stopped(&self, duration: Duration) {
         let until = Instant::now() + duration;
-        while Instant::now() < until && !self.shutdown.load(Ordering::Relaxed) {
+        while Instant::now() < until && !self.stop.load(Ordering::Relaxed) {
             std::thread::sleep(Duration::from_millis(50));
         }
     }
@@ -508,12 +478,12 @@ impl LaneWorker {
         } else {
             None
         };
-        let found =
-            self.read_positions(hint, View::Committed)
-                .map_err(|e| match e.is_permanent() {
-                    true => ResumeFailure::Fatal(self.fatal(e.to_string())),
-                    false => ResumeFailure::Restart(e.to_string()),
-                })?;
+        let found = self
+            .read_positions(hint)
+            .map_err(|e| match e.is_permanent() {
+                true => ResumeFailure::Fatal(self.fatal(e.to_string())),
+                false => ResumeFailure::Restart(e.to_string()),
+            })?;
         for (partition, cached) in &cached {
             let target_next = found
                 .latest
@@ -792,7 +762,7 @@ impl<'w> LaneSession<'w> {
         let mut abort_backoff = Backoff::new(ABORT_BACKOFF_MIN, ABORT_BACKOFF_MAX);
         loop {
             self.worker.health.progress(lane);
-            if self.worker.shutdown.load(Ordering::Relaxed) {
+            if self.worker.stop.load(Ordering::Relaxed) {
                 return Ok(SessionEnd::Shutdown);
             }
             if self.worker.partitions.version() != self.version {
@@ -815,19 +785,8 @@ impl<'w> LaneSession<'w> {
                     // after timed-out deliveries, KIP-360), and the broker
                     // may take a thawed zombie's bump for a retry of the new
                     // owner's: check ownership first (invariant 4).
-                    let known = self.worker.known_position.get().unwrap_or(-1);
-                    match self.worker.taken_over(known) {
-                        Ok(None) => {}
-                        Ok(Some(foreign)) => return Err(self.worker.stop_taken_over(foreign)),
-                        Err(e) => {
-                            return Ok(self.restart(
-                                "ownership_check",
-                                format!(
-                                    "{}; then reading the lane's positions: {e}",
-                                    failure.detail
-                                ),
-                            ))
-                        }
+                    if !self.worker.owned() {
+                        return Ok(SessionEnd::Shutdown);
                     }
                     tracing::warn!(%lane, detail = %failure.detail, retry_in_ms = wait.as_millis() as u64, "aborting transaction; the batch will be re-read from the source");
                     if let Err(e) = self.producer.abort() {
@@ -841,7 +800,7 @@ impl<'w> LaneSession<'w> {
                     }
                     self.forget_batch();
                     self.assign()?;
-                    self.worker.sleep_unless_shutdown(wait);
+                    self.worker.sleep_unless_stopped(wait);
                 }
                 Disposition::RestartSession => {
                     return Ok(self.restart("producer_state_unknown", failure.detail))
@@ -849,6 +808,7 @@ impl<'w> LaneSession<'w> {
                 // A takeover or our own timed-out transaction: the next
                 // session's ownership check tells them apart (invariant 4).
                 Disposition::Fenced => return Ok(self.restart("fenced", failure.detail)),
+                Disposition::LaneLost => return Ok(self.restart("lane_lost", failure.detail)),
                 Disposition::Fatal => {
                     let rejected = failure.slot.and_then(|slot| match self.slots.get(slot) {
                         Some(&Slot::Copy {
@@ -933,6 +893,7 @@ impl<'w> LaneSession<'w> {
                 self.send_internal(topic, partition, slot, key, value)?;
             }
         }
+        self.fence()?;
         let reports = self.producer.commit()?;
         for report in reports {
             if let (Some(&Slot::Position { cursor }), Ok(offset)) =
@@ -944,6 +905,29 @@ impl<'w> LaneSession<'w> {
         }
         self.slots.clear();
         Ok(())
+    }
+
+    /// Adds the fleet group's offset of the lane to the open transaction
+    /// (invariant 4): the commit fails if this member's generation is stale.
+    fn fence(&self) -> Result<(), TxnFailure> {
+        let membership = &self.worker.membership;
+        let lost = |detail: String| TxnFailure {
+            disposition: Disposition::LaneLost,
+            detail,
+            slot: None,
+        };
+        let position_end = self.worker.known_position.get().map_or(0, |k| k + 1);
+        let offsets = membership
+            .fence_offsets(self.worker.lane, position_end)
+            .map_err(|e| TxnFailure {
+                disposition: Disposition::Fatal,
+                detail: format!("the fleet group's offsets: {e}"),
+                slot: None,
+            })?;
+        let group = membership
+            .group_metadata()
+            .ok_or_else(|| lost("this instance is not a member of the fleet's group".into()))?;
+        self.producer.send_fence(&offsets, &group)
     }
 
     /// Remembers that this process wrote the lane's position partition up
@@ -992,7 +976,7 @@ impl<'w> LaneSession<'w> {
         let throttle = &settings.throttle;
         // Throttled: no transaction is open yet, so waiting costs nothing
         // but time (bounded, so the session loop still checks lag).
-        if !throttle.wait_ready(limits.idle_poll, &self.worker.shutdown) {
+        if !throttle.wait_ready(limits.idle_poll, &self.worker.stop) {
             return Ok(BatchEnd::Idle);
         }
         self.forget_batch();
@@ -1056,7 +1040,7 @@ impl<'w> LaneSession<'w> {
             self.producer.send(copy_of(&message, slot))?;
             if self.slots.len() >= limits.max_records
                 || bytes >= limits.max_bytes
-                || self.worker.shutdown.load(Ordering::Relaxed)
+                || self.worker.stop.load(Ordering::Relaxed)
             {
                 break;
             }
@@ -1065,7 +1049,7 @@ impl<'w> LaneSession<'w> {
             };
             // Throttled inside a transaction: wait at most until it would
             // end anyway, then commit what it has.
-            if !throttle.wait_ready(remaining, &self.worker.shutdown) {
+            if !throttle.wait_ready(remaining, &self.worker.stop) {
                 break;
             }
             let Some(remaining) = limits.commit_interval.checked_sub(started.elapsed()) else {
@@ -1087,6 +1071,7 @@ impl<'w> LaneSession<'w> {
         let records = self.progress_records(copies)?;
         self.send_progress(&records)?;
         crash_point!(failpoints::LANE_AFTER_PROGRESS);
+        self.fence()?;
         let reports = self.producer.commit()?;
         crash_point!(failpoints::LANE_AFTER_COMMIT);
         self.committed(records, reports);

@@ -11,6 +11,7 @@ pub mod lane;
 pub mod layout;
 pub mod limits;
 pub mod lineage;
+pub mod membership;
 pub mod positions;
 pub mod progress;
 pub mod stopped;

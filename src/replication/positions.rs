@@ -36,17 +36,6 @@ pub struct ResumePosition {
     pub position_offset: i64,
 }
 
-/// Which records a read of the position topic returns.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum View {
-    /// Committed records only: positions to resume from.
-    Committed,
-    /// Every record written, committed or not: whether another instance
-    /// wrote at all (it can only write after fencing us). Never waits for
-    /// open transactions, including our own.
-    Written,
-}
-
 impl ResumeError {
     /// Whether reading again cannot help: a record this eosmirror cannot
     /// decode (another format version, or damage) stays there.
@@ -60,9 +49,6 @@ impl ResumeError {
 pub struct LanePositions {
     /// Latest position of every source partition with a record there.
     pub latest: HashMap<SourcePartition, ResumePosition>,
-    /// Offset of the newest record written by another instance than the
-    /// one asking (-1: none): a takeover, if beyond what the asker knows.
-    pub newest_foreign_offset: i64,
     /// The high watermark the read went up to: every record below it was
     /// seen (or lies before the start hint).
     pub high_watermark: i64,
@@ -98,10 +84,10 @@ pub enum ResumeError {
     },
 }
 
-/// Reads the position records of `partition` of the position topic in the
-/// given `view`, from `start_hint` (an offset known to be at or before every
+/// Reads the committed position records of `partition` of the position
+/// topic, from `start_hint` (an offset known to be at or before every
 /// record of interest) or from the beginning, up to the high watermark taken
-/// first. `instance` is the asker's: records of other instances are noted.
+/// first.
 /// Fails after `stall_limit` without progress (not after a total time, so a
 /// long compacted topic is read to its end).
 pub fn read_lane_positions(
@@ -109,25 +95,20 @@ pub fn read_lane_positions(
     position_topic: &str,
     partition: i32,
     start_hint: Option<i64>,
-    view: View,
-    instance: u64,
     stall_limit: Duration,
 ) -> Result<LanePositions, ResumeError> {
     let kafka = |e| ResumeError::Kafka {
         topic: position_topic.to_string(),
         source: e,
     };
-    let mut found = LanePositions {
-        newest_foreign_offset: -1,
-        ..LanePositions::default()
-    };
+    let mut found = LanePositions::default();
     let (low, high) = watermarks(target, position_topic, partition, stall_limit).map_err(kafka)?;
     found.high_watermark = high;
     let start = start_hint.map_or(low, |hint| hint.clamp(low, high));
     if start >= high {
         return Ok(found);
     }
-    let reader = partition_reader(target, position_topic, partition, start, view).map_err(kafka)?;
+    let reader = partition_reader(target, position_topic, partition, start).map_err(kafka)?;
     let mut end = ReadToEnd::new(position_topic, partition, start, high, stall_limit);
     loop {
         // Done once the reader's position passed the high watermark taken
@@ -147,9 +128,6 @@ pub fn read_lane_positions(
                     reason: e.to_string(),
                 }
             })?;
-        if record.instance != instance {
-            found.newest_foreign_offset = offset;
-        }
         found.latest.insert(
             record.source.clone(),
             ResumePosition {
@@ -246,7 +224,7 @@ pub fn target_has_committed_records(
     if high <= low {
         return Ok(false);
     }
-    let reader = partition_reader(target, topic, partition, low, View::Committed).map_err(kafka)?;
+    let reader = partition_reader(target, topic, partition, low).map_err(kafka)?;
     let mut end = ReadToEnd::new(topic, partition, low, high, stall_limit);
     loop {
         // Past the high watermark without a record: everything was aborted.
@@ -277,7 +255,7 @@ fn watermarks(
     watermark_client(target)?.fetch_watermarks(topic, partition, timeout)
 }
 
-/// A reader of one partition from `offset` in `view`, whose position can be
+/// A `read_committed` reader of one partition from `offset`, whose position can be
 /// asked for; records deleted under it are an error (see [`reader_config`]),
 /// never an empty read.
 fn partition_reader(
@@ -285,14 +263,9 @@ fn partition_reader(
     topic: &str,
     partition: i32,
     offset: i64,
-    view: View,
 ) -> Result<BaseConsumer, KafkaError> {
-    let reader: BaseConsumer = reader_config(
-        target,
-        "__eosmirror.position-reader",
-        view == View::Committed,
-    )
-    .create()?;
+    let reader: BaseConsumer =
+        reader_config(target, "__eosmirror.position-reader", true).create()?;
     let mut assignment = TopicPartitionList::new();
     assignment.add_partition_offset(topic, partition, Offset::Offset(offset))?;
     reader.assign(&assignment)?;
@@ -403,20 +376,9 @@ mod tests {
             "positions",
             &[(ProgressRecord::key(&source), record.encode())],
         );
-        let read = || {
-            read_lane_positions(
-                &connection,
-                "positions",
-                0,
-                None,
-                View::Committed,
-                7,
-                TIMEOUT,
-            )
-        };
+        let read = || read_lane_positions(&connection, "positions", 0, None, TIMEOUT);
         let found = read().unwrap();
         assert_eq!(found.latest[&source].record, record);
-        assert_eq!(found.newest_foreign_offset, 0, "instance 42 is not 7");
 
         records_deleted_under_the_next_fetch(&cluster);
         match read() {

@@ -1,12 +1,15 @@
 //! The supervisor: discovers source partitions, prepares the target, hands
-//! each partition to its lane, runs one thread per lane that has
-//! partitions, and owns shutdown.
+//! each partition to its lane, joins the fleet's group, runs one thread per
+//! lane that the group assigned to this instance and that has partitions,
+//! and owns shutdown.
 //!
 //! It is the only async part of replication. Metadata calls block, so they
 //! run on the blocking pool; lanes run on threads of their own.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
+use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use eosmirror_state::{SourcePartition, StateStore};
@@ -18,6 +21,7 @@ use super::failure::WorkerError;
 use super::lane::{LanePartitions, LaneWorker, WorkerSettings};
 use super::layout::Lane;
 use super::limits::BufferBudget;
+use super::membership::{FleetSettings, LaneOwnership, Membership, MembershipError};
 use crate::health::Health;
 use crate::metrics as m;
 use crate::shutdown::Shutdown;
@@ -46,6 +50,8 @@ pub struct SupervisorSettings {
     pub metadata_timeout: Duration,
     /// How often a backfill logs its progress.
     pub progress_interval: Duration,
+    /// The fleet's group, which decides the lanes this instance copies.
+    pub fleet: FleetSettings,
 }
 
 /// Why a run ended with an error.
@@ -61,6 +67,15 @@ pub enum RunError {
     AllPartitionsStopped(String),
     #[error("{0}. The other partitions were copied until shutdown")]
     PartitionsStopped(String),
+    #[error(transparent)]
+    Join(#[from] MembershipError),
+    #[error("{0}")]
+    Membership(String),
+}
+
+/// A lane thread of this instance.
+struct RunningLane {
+    partitions: Arc<LanePartitions>,
 }
 
 /// Runs replication until shutdown is requested, a lane fails for good, or
@@ -71,6 +86,7 @@ pub async fn run(
     workers: Arc<WorkerSettings>,
     state: Arc<StateStore>,
     health: Arc<Health>,
+    ownership: Arc<LaneOwnership>,
     shutdown: Shutdown,
 ) -> Result<(), RunError> {
     let (done_tx, mut done_rx) = mpsc::unbounded_channel();
@@ -78,10 +94,14 @@ pub async fn run(
     // Each lane's share of the memory bound depends on the lane count only,
     // never on how many partitions discovery finds.
     let budget = BufferBudget::split(settings.memory_limit_bytes, layout.lanes() as usize);
-    let mut running: HashMap<Lane, Arc<LanePartitions>> = HashMap::new();
+    let mut membership: Option<(Arc<Membership>, JoinHandle<()>)> = None;
+    let mut running: HashMap<Lane, RunningLane> = HashMap::new();
+    // The latest refresh's partitions to copy, by lane.
+    let mut by_lane: BTreeMap<Lane, Vec<SourcePartition>> = BTreeMap::new();
     let mut known: HashSet<SourcePartition> = HashSet::new();
     let mut first_error: Option<RunError> = None;
     let mut first_refresh = true;
+    let mut next_refresh = tokio::time::Instant::now();
     // Internal-topic warnings already logged: each once per process, not at
     // every refresh.
     let mut warned: HashSet<Finding> = HashSet::new();
@@ -93,84 +113,112 @@ pub async fn run(
     ));
 
     while !shutdown.requested() {
-        match refresh(&settings, &workers).await {
-            Ok((partitions, warnings)) => {
-                for warning in warnings {
-                    if !warned.contains(&warning) {
-                        tracing::warn!("{warning}");
-                        warned.insert(warning);
+        if tokio::time::Instant::now() >= next_refresh {
+            next_refresh = tokio::time::Instant::now() + settings.refresh_interval;
+            match refresh(&settings, &workers).await {
+                Ok((partitions, warnings)) => {
+                    for warning in warnings {
+                        if !warned.contains(&warning) {
+                            tracing::warn!("{warning}");
+                            warned.insert(warning);
+                        }
+                    }
+                    by_lane.clear();
+                    for partition in partitions {
+                        let lane = layout.lane_of(&partition);
+                        if known.insert(partition.clone()) {
+                            tracing::info!(%partition, %lane, "partition joins its lane");
+                        }
+                        if !stopped.contains(&partition) {
+                            by_lane.entry(lane).or_default().push(partition);
+                        }
+                    }
+                    m::partitions_running(known.len());
+                    health.discovered();
+                    // The group is joined once the position topic, whose
+                    // partitions are the lanes, surely exists.
+                    if membership.is_none() {
+                        match Membership::join(settings.fleet.clone(), Arc::clone(&ownership)) {
+                            Ok(joined) => membership = Some(joined),
+                            Err(e) => {
+                                first_error = Some(e.into());
+                                break;
+                            }
+                        }
                     }
                 }
-                let mut by_lane: BTreeMap<Lane, Vec<SourcePartition>> = BTreeMap::new();
-                for partition in partitions {
-                    let lane = layout.lane_of(&partition);
-                    if known.insert(partition.clone()) {
-                        tracing::info!(%partition, %lane, "partition joins its lane");
-                    }
-                    if !stopped.contains(&partition) {
-                        by_lane.entry(lane).or_default().push(partition);
-                    }
+                // At start-up a bad topic setup is the user's to fix now;
+                // later it is just as wrong, so both stop the run.
+                Err(
+                    e @ RunError::Topics(
+                        TopicError::TooFewPartitions(_)
+                        | TopicError::Layout { .. }
+                        | TopicError::InternalTopics(_)
+                        | TopicError::InternalTopicsNotDescribable { .. },
+                    ),
+                ) => {
+                    first_error = Some(e);
+                    break;
                 }
-                for (lane, partitions) in by_lane {
-                    if let Some(shared) = running.get(&lane) {
-                        shared.replace(partitions);
-                        continue;
-                    }
-                    let shared = Arc::new(LanePartitions::default());
-                    shared.replace(partitions);
-                    let worker = LaneWorker::new(
-                        lane,
-                        Arc::clone(&shared),
-                        workers.clone(),
-                        state.clone(),
-                        shutdown.flag(),
-                        budget,
-                        Arc::clone(&health),
-                    );
-                    let done = done_tx.clone();
-                    running.insert(lane, shared);
-                    m::lane_owned(lane, true);
-                    health.lane_started(lane);
-                    std::thread::Builder::new()
-                        .name(format!("eosmirror {lane}"))
-                        .spawn(move || {
-                            let result = worker.run();
-                            let _ = done.send((lane, result));
-                        })
-                        .expect("spawning a lane thread");
+                Err(e) if first_refresh => {
+                    first_error = Some(e);
+                    break;
                 }
-                m::partitions_running(known.len());
-                health.discovered();
+                Err(e) => {
+                    tracing::warn!(error = %e, "refreshing topics failed; retrying at the next refresh")
+                }
             }
-            // At start-up a bad topic setup is the user's to fix now; later
-            // it is just as wrong, so both stop the run.
-            Err(
-                e @ RunError::Topics(
-                    TopicError::TooFewPartitions(_)
-                    | TopicError::Layout { .. }
-                    | TopicError::InternalTopics(_)
-                    | TopicError::InternalTopicsNotDescribable { .. },
-                ),
-            ) => {
-                first_error = Some(e);
-                break;
-            }
-            Err(e) if first_refresh => {
-                first_error = Some(e);
-                break;
-            }
-            Err(e) => {
-                tracing::warn!(error = %e, "refreshing topics failed; retrying at the next refresh")
+            first_refresh = false;
+        }
+        if let Some(reason) = ownership.failure() {
+            first_error = Some(RunError::Membership(reason));
+            break;
+        }
+        if let Some((member, _)) = &membership {
+            for (lane, partitions) in &by_lane {
+                if let Some(lane_thread) = running.get(lane) {
+                    lane_thread.partitions.replace(partitions.clone());
+                    continue;
+                }
+                let stop = Arc::new(AtomicBool::new(false));
+                // Only lanes the group assigned to this instance run.
+                if !ownership.try_start(*lane, Arc::clone(&stop)) {
+                    continue;
+                }
+                let shared = Arc::new(LanePartitions::default());
+                shared.replace(partitions.clone());
+                let worker = LaneWorker::new(
+                    *lane,
+                    Arc::clone(&shared),
+                    workers.clone(),
+                    state.clone(),
+                    stop,
+                    Arc::clone(member),
+                    budget,
+                    Arc::clone(&health),
+                );
+                let done = done_tx.clone();
+                let lanes = Arc::clone(&ownership);
+                let lane = *lane;
+                running.insert(lane, RunningLane { partitions: shared });
+                health.lane_started(lane);
+                std::thread::Builder::new()
+                    .name(format!("eosmirror {lane}"))
+                    .spawn(move || {
+                        let result = worker.run();
+                        lanes.ended(lane);
+                        let _ = done.send((lane, result));
+                    })
+                    .expect("spawning a lane thread");
             }
         }
-        first_refresh = false;
 
         tokio::select! {
-            _ = tokio::time::sleep(settings.refresh_interval) => {}
+            _ = tokio::time::sleep_until(next_refresh) => {}
             _ = shutdown.wait() => {}
+            _ = ownership.changed() => {}
             Some((lane, result)) = done_rx.recv() => {
                 running.remove(&lane);
-                m::lane_owned(lane, false);
                 health.lane_ended(lane);
                 if let Err(e) = result {
                     tracing::error!(%lane, error = %e, "lane failed");
@@ -188,13 +236,13 @@ pub async fn run(
 
     // Stop every lane: each commits its open transaction and returns.
     shutdown.trigger();
+    ownership.stop_all();
     let deadline = Instant::now() + settings.shutdown_timeout;
     while !running.is_empty() {
         let remaining = deadline.saturating_duration_since(Instant::now());
         match tokio::time::timeout(remaining, done_rx.recv()).await {
             Ok(Some((lane, result))) => {
                 running.remove(&lane);
-                m::lane_owned(lane, false);
                 health.lane_ended(lane);
                 if let Err(e) = result {
                     tracing::error!(%lane, error = %e, "lane failed");
@@ -210,6 +258,17 @@ pub async fn run(
                 break;
             }
         }
+    }
+    // Leaving the group hands this instance's lanes to the others at once,
+    // instead of after the session timeout.
+    if let Some((member, thread)) = membership {
+        member.leave();
+        tokio::task::spawn_blocking(move || {
+            let _ = thread.join();
+            drop(member);
+        })
+        .await
+        .expect("leaving the fleet's group panicked");
     }
     if let Err(e) = state.flush() {
         tracing::warn!(error = %e, "flushing local state failed; it is only a cache");

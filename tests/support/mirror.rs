@@ -101,6 +101,9 @@ impl MirrorSetup {
             .arg(&self.state_dir)
             .args(args)
             .env("EOSMIRROR_LOG", "info")
+            // A restart after kill -9 waits for the dead instance's fleet
+            // membership to expire (the test clusters allow 1 s and up).
+            .env("EOSMIRROR_FLEET_SESSION_TIMEOUT_MS", "3000")
             // A `--source.alias` in `args` overrides it.
             .env("EOSMIRROR_SOURCE_ALIAS", &self.alias)
             .envs(env.iter().copied())
@@ -273,6 +276,29 @@ impl Mirror {
 
     pub fn output(&self) -> String {
         fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// Waits until eosmirror's output after its first `since` bytes has
+    /// every one of `needles`, and returns that part. Fails if eosmirror
+    /// exits meanwhile, or after `limit`.
+    pub fn wait_for_output(&mut self, since: usize, needles: &[&str], limit: Duration) -> String {
+        let log = self.log.clone();
+        let since_then = move || {
+            let output = fs::read_to_string(&log).unwrap_or_default();
+            output.get(since..).unwrap_or_default().to_string()
+        };
+        self.wait_until(
+            limit,
+            Duration::from_millis(250),
+            || Some(since_then()).filter(|o| needles.iter().all(|n| o.contains(n))),
+            |output| {
+                let tail: Vec<&str> = output.get(since..).unwrap_or_default().lines().collect();
+                format!(
+                    "eosmirror never printed all of {needles:?} within {limit:?}; its output since then:\n{}",
+                    tail[tail.len().saturating_sub(40)..].join("\n")
+                )
+            },
+        )
     }
 }
 

@@ -15,6 +15,7 @@
 
 pub mod mirror;
 pub mod proxy;
+pub mod workload;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;

@@ -8,8 +8,11 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 
-/// What eosmirror prints when another instance took a lane over.
-pub const TAKEN_OVER: &str = "took this lane over";
+/// What eosmirror prints when the fleet's group takes lanes from it.
+pub const LANES_TAKEN: &str = "the fleet's group took lanes from this instance";
+
+/// What eosmirror prints when the fleet's group assigns it lanes.
+pub const LANES_ASSIGNED: &str = "the fleet's group assigned lanes to this instance";
 
 /// Everything needed to start one eosmirror instance.
 #[derive(Debug, Clone)]
@@ -32,6 +35,9 @@ pub struct MirrorSpec {
     pub transaction_timeout_ms: u64,
     /// `--commit.interval.ms`.
     pub commit_interval_ms: u64,
+    /// `--fleet.session.timeout.ms`: how soon a killed instance's lanes
+    /// move to its successor.
+    pub fleet_session_timeout_ms: u64,
     /// Where logs go (`eosmirror-<n>.log`).
     pub log_dir: PathBuf,
 }
@@ -68,6 +74,10 @@ impl MirrorSpec {
                 &self.transaction_timeout_ms.to_string(),
             ])
             .args(["--commit.interval.ms", &self.commit_interval_ms.to_string()])
+            .args([
+                "--fleet.session.timeout.ms",
+                &self.fleet_session_timeout_ms.to_string(),
+            ])
             .args(["--refresh.interval.ms", "2000"])
             .args(extra)
             .env("EOSMIRROR_LOG", "info")

@@ -51,6 +51,8 @@ pub struct Config {
     pub transaction_timeout_ms: u64,
     /// eosmirror's `--commit.interval.ms`.
     pub commit_interval_ms: u64,
+    /// eosmirror's `--fleet.session.timeout.ms`.
+    pub fleet_session_timeout_ms: u64,
     /// Where each scenario's logs and files go.
     pub work_dir: PathBuf,
     /// Scenario names to run (empty: all).

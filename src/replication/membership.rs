@@ -1,0 +1,442 @@
+//! The fleet: which lanes this instance owns, decided by Kafka's group
+//! coordinator on the target, never by this process alone.
+//!
+//! Every instance of a deployment (same `--transactional.id.prefix` and
+//! `--source.alias`) joins one consumer group on the target, named like the
+//! lanes' transactional ids (`<prefix>.<alias>`), subscribed to the position
+//! topic: its partitions are the lanes, so partition `k` assigned means lane
+//! `k` owned. The consumer never reads; it only takes part in the group.
+//!
+//! # The invariant this file keeps
+//!
+//! At no moment may producers of two instances both be able to commit for
+//! the same lane. Three things hold it together:
+//!
+//! 1. **Two-phase moves.** The assignment is cooperative-sticky: a lane that
+//!    moves is revoked from its owner in one generation and assigned to the
+//!    new owner only in the next, which the owner joins after its revoke
+//!    callback returned — and that callback stops the lane's thread (which
+//!    commits or aborts its open transaction) before it returns.
+//! 2. **Generation-checked commits (KIP-447).** Every lane transaction also
+//!    commits an offset of the lane's partition for this group with the
+//!    member's group metadata. The coordinator refuses it from a member whose
+//!    generation is stale (a frozen process, a partitioned network), so such a
+//!    transaction can only abort; and the new owner's `init_transactions`
+//!    fences the old producer anyway.
+//! 3. **Confirmed ownership before every (re)initialisation.** librdkafka
+//!    reports a takeover and our own timed-out transaction as the same
+//!    `_FENCED` error. Before a lane session initialises its producer (which
+//!    fences whoever else holds the transactional id), [`Membership::confirm`]
+//!    requires the lane in the local assignment *and* a synchronous offset
+//!    commit accepted by the coordinator for the current generation. A lane
+//!    that moved stops touching it; a lane whose own transaction timed out
+//!    re-initialises. Two instances never fence each other back and forth.
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use rdkafka::config::ClientConfig;
+use rdkafka::consumer::{
+    BaseConsumer, CommitMode, Consumer, ConsumerContext, ConsumerGroupMetadata, Rebalance,
+};
+use rdkafka::error::{KafkaError, KafkaResult};
+use rdkafka::types::RDKafkaErrorCode;
+use rdkafka::{ClientContext, Offset, TopicPartitionList};
+
+use super::layout::Lane;
+use crate::metrics as m;
+
+/// How long the membership thread's poll blocks; bounds how late a
+/// rebalance callback or a shutdown request is served.
+const POLL_WAIT: Duration = Duration::from_millis(200);
+
+/// Pause between attempts to confirm ownership while the group rebalances.
+const CONFIRM_RETRY: Duration = Duration::from_millis(500);
+
+/// Settings of the fleet's group membership.
+#[derive(Debug, Clone)]
+pub struct FleetSettings {
+    /// Connection settings of the target (no producer or consumer tuning).
+    pub target: ClientConfig,
+    /// The group: the lanes' transactional-id base, `<prefix>.<alias>`.
+    pub group_id: String,
+    /// The position topic, whose partitions are the lanes.
+    pub position_topic: String,
+    /// How long the coordinator waits for a silent member (a killed or
+    /// frozen instance) before its lanes move to another instance.
+    pub session_timeout: Duration,
+    /// How long a revoke waits for the lane to commit and stop before it
+    /// lets the lane go anyway (the new owner's init then fences it).
+    pub revoke_wait: Duration,
+}
+
+/// A failure of the membership itself: the run cannot own any lane.
+#[derive(Debug, thiserror::Error)]
+pub enum MembershipError {
+    #[error("joining the fleet's group {group} on the target: {source}")]
+    Create {
+        group: String,
+        #[source]
+        source: KafkaError,
+    },
+    #[error("the target refused the fleet's group {group}: {reason}. Every eosmirror instance joins the consumer group named like its transactional ids (`<transactional.id.prefix>.<source.alias>`) to share the lanes; {fix}")]
+    Refused {
+        group: String,
+        reason: String,
+        fix: String,
+    },
+}
+
+/// Lanes owned and lanes running, shared by the membership thread (which
+/// changes ownership in rebalance callbacks), the supervisor (which starts
+/// lanes) and the lanes (which end).
+#[derive(Default)]
+pub struct LaneOwnership {
+    state: Mutex<OwnershipState>,
+    /// Signalled when a lane thread ends (a revoke waits for it).
+    lane_ended: Condvar,
+    /// Woken when the set of owned lanes changes or membership fails.
+    changed: tokio::sync::Notify,
+}
+
+#[derive(Default)]
+struct OwnershipState {
+    owned: BTreeSet<Lane>,
+    /// Running lanes and the flag that asks each to stop.
+    running: HashMap<Lane, Arc<AtomicBool>>,
+    /// Why membership failed for good, if it did.
+    failed: Option<String>,
+}
+
+impl LaneOwnership {
+    fn state(&self) -> MutexGuard<'_, OwnershipState> {
+        self.state.lock().expect("lane ownership poisoned")
+    }
+
+    pub fn owned(&self) -> BTreeSet<Lane> {
+        self.state().owned.clone()
+    }
+
+    pub fn is_owned(&self, lane: Lane) -> bool {
+        self.state().owned.contains(&lane)
+    }
+
+    /// Registers `lane` as running with its stop flag, if it is owned and
+    /// not running already; under the same lock as a revoke, so a revoke
+    /// never misses a lane that starts.
+    pub fn try_start(&self, lane: Lane, stop: Arc<AtomicBool>) -> bool {
+        let mut state = self.state();
+        if !state.owned.contains(&lane) || state.running.contains_key(&lane) {
+            return false;
+        }
+        state.running.insert(lane, stop);
+        true
+    }
+
+    /// The lane's thread is about to end.
+    pub fn ended(&self, lane: Lane) {
+        self.state().running.remove(&lane);
+        self.lane_ended.notify_all();
+    }
+
+    /// Asks every running lane to stop (shutdown).
+    pub fn stop_all(&self) {
+        for stop in self.state().running.values() {
+            stop.store(true, Ordering::SeqCst);
+        }
+    }
+
+    /// Why membership failed for good, if it did.
+    pub fn failure(&self) -> Option<String> {
+        self.state().failed.clone()
+    }
+
+    /// Resolves at the next change of ownership (or failure) after the last
+    /// call; a change in between is not lost.
+    pub async fn changed(&self) {
+        self.changed.notified().await
+    }
+
+    fn assigned(&self, lanes: &[Lane]) {
+        if lanes.is_empty() {
+            return;
+        }
+        let mut state = self.state();
+        for &lane in lanes {
+            state.owned.insert(lane);
+            m::lane_owned(lane, true);
+        }
+        tracing::info!(lanes = ?lanes, owned = ?state.owned, "the fleet's group assigned lanes to this instance");
+        drop(state);
+        self.changed.notify_one();
+    }
+
+    /// Takes `lanes` away and waits (up to `wait`) for their threads to end:
+    /// invariant 1, the new owner starts only after this returns.
+    fn revoked(&self, lanes: &[Lane], lost: bool, wait: Duration) {
+        if lanes.is_empty() {
+            return;
+        }
+        let deadline = Instant::now() + wait;
+        let mut state = self.state();
+        for lane in lanes {
+            state.owned.remove(lane);
+            m::lane_owned(*lane, false);
+            if let Some(stop) = state.running.get(lane) {
+                stop.store(true, Ordering::SeqCst);
+            }
+        }
+        tracing::info!(lanes = ?lanes, lost, owned = ?state.owned, "the fleet's group took lanes from this instance; stopping them");
+        while lanes.iter().any(|l| state.running.contains_key(l)) {
+            let remaining = deadline.saturating_duration_since(Instant::now());
+            if remaining.is_zero() {
+                tracing::warn!(lanes = ?lanes, waited = ?wait, "revoked lanes did not stop in time; letting them go (the new owner's init_transactions fences them)");
+                break;
+            }
+            state = self
+                .lane_ended
+                .wait_timeout(state, remaining)
+                .expect("lane ownership poisoned")
+                .0;
+        }
+        drop(state);
+        self.changed.notify_one();
+    }
+
+    fn fail(&self, reason: String) {
+        self.state().failed.get_or_insert(reason);
+        self.changed.notify_one();
+    }
+}
+
+/// The consumer's context: rebalance callbacks change the ownership.
+struct FleetContext {
+    ownership: Arc<LaneOwnership>,
+    revoke_wait: Duration,
+}
+
+impl ClientContext for FleetContext {}
+
+impl ConsumerContext for FleetContext {
+    fn pre_rebalance(&self, consumer: &BaseConsumer<Self>, rebalance: &Rebalance<'_>) {
+        if let Rebalance::Revoke(list) = rebalance {
+            self.ownership
+                .revoked(&lanes_of(list), assignment_lost(consumer), self.revoke_wait);
+        }
+    }
+
+    fn post_rebalance(&self, consumer: &BaseConsumer<Self>, rebalance: &Rebalance<'_>) {
+        match rebalance {
+            Rebalance::Assign(list) => {
+                // The consumer only takes part in the group: it never fetches.
+                if let Err(e) = consumer.pause(list) {
+                    tracing::warn!(error = %e, "pausing the fleet group's partitions");
+                }
+                self.ownership.assigned(&lanes_of(list));
+            }
+            Rebalance::Revoke(_) => {}
+            Rebalance::Error(e) => tracing::warn!(error = %e, "fleet group rebalance failed"),
+        }
+    }
+}
+
+/// Whether librdkafka considers the current assignment lost (the member was
+/// evicted), rather than handed over in a rebalance.
+fn assignment_lost(consumer: &BaseConsumer<FleetContext>) -> bool {
+    // SAFETY: the pointer is the live client of `consumer`.
+    unsafe { rdkafka::bindings::rd_kafka_assignment_lost(consumer.client().native_ptr()) != 0 }
+}
+
+fn lanes_of(list: &TopicPartitionList) -> Vec<Lane> {
+    list.elements()
+        .iter()
+        .filter_map(|e| u32::try_from(e.partition()).ok().map(Lane))
+        .collect()
+}
+
+/// What to change when the target refuses this group for good (`None`:
+/// an error retrying may get past).
+fn refusal_fix(code: RDKafkaErrorCode, position_topic: &str) -> Option<String> {
+    use RDKafkaErrorCode::*;
+    match code {
+        GroupAuthorizationFailed | TopicAuthorizationFailed => Some(format!(
+            "grant the principal READ and DESCRIBE on that group and READ on topic {position_topic}"
+        )),
+        InvalidSessionTimeout => Some(
+            "set --fleet.session.timeout.ms within the target's group.min.session.timeout.ms and group.max.session.timeout.ms".into(),
+        ),
+        InvalidGroupId => Some("choose a --transactional.id.prefix and --source.alias the target accepts as a group id".into()),
+        _ => None,
+    }
+}
+
+/// This instance's membership in the fleet's group.
+pub struct Membership {
+    consumer: BaseConsumer<FleetContext>,
+    ownership: Arc<LaneOwnership>,
+    settings: FleetSettings,
+    stop: AtomicBool,
+}
+
+/// Whether a lane may be (re)initialised by this instance.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Confirmation {
+    /// The coordinator accepted this member's current generation and the
+    /// lane is in its assignment.
+    Owned,
+    /// The lane is not this instance's (any more): stop touching it.
+    NotOwned,
+    /// Shutdown, or the lane was asked to stop, before ownership was known.
+    Stopping,
+}
+
+impl Membership {
+    /// Joins the group and starts the thread that serves it.
+    pub fn join(
+        settings: FleetSettings,
+        ownership: Arc<LaneOwnership>,
+    ) -> Result<(Arc<Membership>, JoinHandle<()>), MembershipError> {
+        let session_ms = settings.session_timeout.as_millis();
+        let consumer: BaseConsumer<FleetContext> = settings
+            .target
+            .clone()
+            .set("group.id", &settings.group_id)
+            .set("partition.assignment.strategy", "cooperative-sticky")
+            .set("enable.auto.commit", "false")
+            .set("enable.auto.offset.store", "false")
+            .set("auto.offset.reset", "latest")
+            .set("session.timeout.ms", session_ms.to_string())
+            .set(
+                "heartbeat.interval.ms",
+                (session_ms / 5).max(100).to_string(),
+            )
+            .set("enable.partition.eof", "false")
+            .create_with_context(FleetContext {
+                ownership: Arc::clone(&ownership),
+                revoke_wait: settings.revoke_wait,
+            })
+            .map_err(|source| MembershipError::Create {
+                group: settings.group_id.clone(),
+                source,
+            })?;
+        consumer
+            .subscribe(&[&settings.position_topic])
+            .map_err(|source| MembershipError::Create {
+                group: settings.group_id.clone(),
+                source,
+            })?;
+        tracing::info!(group = %settings.group_id, "joining the fleet's group on the target; lanes start once it assigns them");
+        let membership = Arc::new(Membership {
+            consumer,
+            ownership,
+            settings,
+            stop: AtomicBool::new(false),
+        });
+        let serving = Arc::clone(&membership);
+        let thread = std::thread::Builder::new()
+            .name("eosmirror fleet".into())
+            .spawn(move || serving.serve())
+            .expect("spawning the fleet membership thread");
+        Ok((membership, thread))
+    }
+
+    /// Polls the group (heartbeats, rebalance callbacks) until [`leave`].
+    fn serve(&self) {
+        while !self.stop.load(Ordering::SeqCst) {
+            match self.consumer.poll(POLL_WAIT) {
+                Some(Err(e)) => {
+                    self.on_error(&e);
+                }
+                Some(Ok(_)) | None => {}
+            }
+        }
+    }
+
+    /// Fails the membership for good if the target refuses the group;
+    /// returns whether it did.
+    fn on_error(&self, error: &KafkaError) -> bool {
+        let fix = error
+            .rdkafka_error_code()
+            .and_then(|code| refusal_fix(code, &self.settings.position_topic));
+        match fix {
+            Some(fix) => {
+                let failure = MembershipError::Refused {
+                    group: self.settings.group_id.clone(),
+                    reason: error.to_string(),
+                    fix,
+                };
+                self.ownership.fail(failure.to_string());
+                true
+            }
+            None => {
+                tracing::warn!(group = %self.settings.group_id, error = %error, "fleet group");
+                false
+            }
+        }
+    }
+
+    /// Stops serving the group; the caller joins the thread, then drops the
+    /// membership to leave the group (all lanes must have stopped first).
+    pub fn leave(&self) {
+        self.stop.store(true, Ordering::SeqCst);
+    }
+
+    /// The group metadata to commit with a lane transaction (invariant 2).
+    pub fn group_metadata(&self) -> Option<ConsumerGroupMetadata> {
+        self.consumer.group_metadata()
+    }
+
+    /// The offset a lane transaction commits for its partition of the
+    /// group: the position partition's end as the lane knows it.
+    pub fn fence_offsets(&self, lane: Lane, position_end: i64) -> KafkaResult<TopicPartitionList> {
+        let mut list = TopicPartitionList::with_capacity(1);
+        list.add_partition_offset(
+            &self.settings.position_topic,
+            lane.internal_partition(),
+            Offset::Offset(position_end.max(0)),
+        )?;
+        Ok(list)
+    }
+
+    /// Invariant 3: whether `lane` is this instance's, confirmed by the
+    /// coordinator. Waits out rebalances (until `stop` is set).
+    pub fn confirm(&self, lane: Lane, position_end: i64, stop: &AtomicBool) -> Confirmation {
+        let mut last_warning: Option<Instant> = None;
+        loop {
+            if stop.load(Ordering::SeqCst) || self.stop.load(Ordering::SeqCst) {
+                return Confirmation::Stopping;
+            }
+            if !self.ownership.is_owned(lane) {
+                return Confirmation::NotOwned;
+            }
+            let result = self
+                .fence_offsets(lane, position_end)
+                .and_then(|list| self.consumer.commit(&list, CommitMode::Sync));
+            let error = match result {
+                Ok(()) => {
+                    // Revoked while the commit was in flight: the commit
+                    // proves membership, not this lane.
+                    if self.ownership.is_owned(lane) {
+                        return Confirmation::Owned;
+                    }
+                    return Confirmation::NotOwned;
+                }
+                Err(e) => e,
+            };
+            // Anything else (a rebalance, a stale generation, an unreachable
+            // coordinator) resolves in the group: its callbacks either take
+            // the lane away or a later commit succeeds.
+            if self.on_error(&error) {
+                return Confirmation::Stopping;
+            }
+            if last_warning.is_none_or(|t| t.elapsed() > Duration::from_secs(10)) {
+                last_warning = Some(Instant::now());
+                tracing::info!(%lane, error = %error, "waiting for the fleet's group to confirm this instance still owns the lane");
+            }
+            std::thread::sleep(CONFIRM_RETRY);
+        }
+    }
+}

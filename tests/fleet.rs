@@ -1,0 +1,187 @@
+//! A fleet: several `eosmirror run` processes of one deployment share its
+//! lanes through a consumer group on the target, under load, while
+//! instances are killed, frozen, added and stopped.
+//!
+//! Every instance has its own state dir and metrics address and the same
+//! alias and transactional ids. The copy is judged by `assert_exact_copy`,
+//! which reads both clusters directly.
+
+mod support;
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use support::mirror::{assert_exact_copy, tail, wait_for_copy, Mirror, MirrorSetup};
+use support::workload::Workload;
+use support::{bed, free_local_address, metric_value, scrape_metrics, unique_name};
+
+const LANES: u32 = 4;
+
+/// Generous bound for anything that waits on eosmirror (2 shared cores).
+const PATIENCE: Duration = Duration::from_secs(240);
+
+/// What eosmirror logs when the fleet's group assigns it lanes, and when it
+/// takes lanes away.
+const ASSIGNED: &str = "the fleet's group assigned lanes to this instance";
+const TAKEN: &str = "the fleet's group took lanes from this instance";
+
+/// One instance of the fleet.
+struct Instance {
+    name: &'static str,
+    /// Owns the instance's state dir and log.
+    _setup: MirrorSetup,
+    mirror: Mirror,
+    metrics: String,
+}
+
+/// Starts an instance of the deployment `alias` with its own state dir.
+fn start(name: &'static str, topic: &str, alias: &str, prefix: &str) -> Instance {
+    let bed = bed();
+    let setup = MirrorSetup::new(&bed.source.bootstrap, &bed.target.bootstrap);
+    let metrics = free_local_address();
+    let lanes = LANES.to_string();
+    let mirror = setup.start(
+        topic,
+        &[
+            "--source.alias",
+            alias,
+            "--transactional.id.prefix",
+            prefix,
+            "--lanes",
+            &lanes,
+            "--transaction.timeout.ms",
+            "10000",
+            "--metrics.address",
+            &metrics,
+        ],
+    );
+    Instance {
+        name,
+        _setup: setup,
+        mirror,
+        metrics,
+    }
+}
+
+/// The lanes an instance reports owning (`eosmirror_lane_owned`).
+fn owned_lanes(instance: &Instance) -> Vec<u32> {
+    let text = scrape_metrics(&instance.metrics);
+    (0..LANES)
+        .filter(|k| {
+            let lane = format!("lane-{k}");
+            metric_value(&text, "eosmirror_lane_owned", &[("lane", &lane)]) == Some(1.0)
+        })
+        .collect()
+}
+
+/// Waits until the live `instances` own every lane between them, each lane
+/// exactly once, and every one of them at least one lane.
+fn wait_for_even_ownership(instances: &mut [&mut Instance]) -> BTreeMap<&'static str, Vec<u32>> {
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        let owned: BTreeMap<&'static str, Vec<u32>> =
+            instances.iter().map(|i| (i.name, owned_lanes(i))).collect();
+        let mut all: Vec<u32> = owned.values().flatten().copied().collect();
+        all.sort_unstable();
+        if all == (0..LANES).collect::<Vec<_>>() && owned.values().all(|l| !l.is_empty()) {
+            return owned;
+        }
+        for i in instances.iter_mut() {
+            assert!(
+                i.mirror.is_running(),
+                "{} exited; output:\n{}",
+                i.name,
+                tail(&i.mirror.output(), 40)
+            );
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the fleet never shared the {LANES} lanes, each once: {owned:?}"
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+}
+
+/// Session restarts an instance logged because its producer was fenced.
+fn fenced_restarts(output: &str) -> Vec<&str> {
+    output
+        .lines()
+        .filter(|l| l.contains("restarting lane session") && l.contains("reason=\"fenced\""))
+        .collect()
+}
+
+/// Three instances under load: one killed (-9), one frozen past the session
+/// and transaction timeouts and thawed, a fourth added, one stopped with
+/// SIGTERM. After each change the live instances own every lane exactly
+/// once; the thawed zombie learns from the group that its lanes moved and
+/// rejoins without fencing anybody; the target ends an exact copy.
+#[test]
+fn a_fleet_shares_lanes_through_kill_freeze_scale_out_and_scale_in() {
+    let bed = bed();
+    let partitions = 8;
+    let topic = bed.source.create_topic("fleet", partitions);
+    let alias = unique_name("fleet");
+    let prefix = unique_name("fleet-txn");
+    let workload = Workload::start(&bed.source, &topic, partitions);
+
+    let mut a = start("a", &topic, &alias, &prefix);
+    let mut b = start("b", &topic, &alias, &prefix);
+    let mut c = start("c", &topic, &alias, &prefix);
+    let shared = wait_for_even_ownership(&mut [&mut a, &mut b, &mut c]);
+    eprintln!("three instances: {shared:?}");
+
+    // Killed: its lanes move to the others after the session timeout.
+    a.mirror.kill();
+    let shared = wait_for_even_ownership(&mut [&mut b, &mut c]);
+    eprintln!("after kill -9 of a: {shared:?}");
+
+    // Frozen past the session and transaction timeouts: c takes every lane
+    // and fences b's producers; thawed, b learns that its lanes moved.
+    b.mirror.signal(libc::SIGSTOP);
+    wait_for_even_ownership(&mut [&mut c]);
+    std::thread::sleep(Duration::from_secs(12));
+    let before_thaw = b.mirror.output().len();
+    b.mirror.signal(libc::SIGCONT);
+    b.mirror
+        .wait_for_output(before_thaw, &[TAKEN, ASSIGNED], Duration::from_secs(120));
+    let shared = wait_for_even_ownership(&mut [&mut b, &mut c]);
+    eprintln!("after b was frozen and thawed: {shared:?}");
+
+    // Scale out, then in.
+    let mut d = start("d", &topic, &alias, &prefix);
+    let shared = wait_for_even_ownership(&mut [&mut b, &mut c, &mut d]);
+    eprintln!("after d joined: {shared:?}");
+    assert_eq!(
+        c.mirror.stop(Duration::from_secs(60)),
+        0,
+        "c did not leave cleanly:\n{}",
+        tail(&c.mirror.output(), 40)
+    );
+    let shared = wait_for_even_ownership(&mut [&mut b, &mut d]);
+    eprintln!("after c left: {shared:?}");
+
+    let sent = workload.finish();
+    eprintln!("workload wrote {sent} records");
+    wait_for_copy(&bed.source, &bed.target, &topic, PATIENCE, &mut d.mirror);
+    for i in [&mut b, &mut d] {
+        assert_eq!(
+            i.mirror.stop(Duration::from_secs(60)),
+            0,
+            "{} did not stop cleanly:\n{}",
+            i.name,
+            tail(&i.mirror.output(), 40)
+        );
+    }
+    // Only the zombie's own lanes were fenced: nobody fenced c or d.
+    for i in [&c, &d] {
+        let output = i.mirror.output();
+        let fenced = fenced_restarts(&output);
+        assert!(
+            fenced.is_empty(),
+            "{} was fenced by another instance:\n{}",
+            i.name,
+            fenced.join("\n")
+        );
+    }
+    assert_exact_copy(&bed.source, &bed.target, &topic);
+}
