@@ -148,6 +148,11 @@ fn chaos_zombie() {
 }
 
 #[test]
+fn chaos_fleet() {
+    scenario("fleet");
+}
+
+#[test]
 fn chaos_target_blackhole() {
     scenario("target-blackhole");
 }

@@ -34,7 +34,7 @@
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::ffi::CString;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -53,7 +53,7 @@ use super::failure::WorkerError;
 use super::layout::{Lane, Layout};
 use super::limits::{BatchLimits, BufferBudget};
 use super::lineage::{self, Continuity, PendingTopicIds, TopicIds};
-use super::membership::{Confirmation, Membership};
+use super::membership::{Confirmation, Tenure};
 use super::positions::{
     read_lane_positions, target_has_committed_records, watermark_client, LanePositions,
     ResumePosition,
@@ -227,11 +227,11 @@ pub struct LaneWorker {
     partitions: Arc<LanePartitions>,
     settings: Arc<WorkerSettings>,
     state: Arc<StateStore>,
-    /// Set at shutdown, or when the fleet's group takes the lane away: the
-    /// lane commits its open transaction and returns.
-    stop: Arc<AtomicBool>,
-    /// The fleet's group: who owns the lane (invariant 4).
-    membership: Arc<Membership>,
+    /// The fleet's group, which confirms the lane is this instance's
+    /// (invariant 4), and the stop flag set at shutdown or when the group
+    /// takes the lane away: the lane commits its open transaction and
+    /// returns.
+    tenure: Tenure,
     /// This lane's share of the memory bound.
     budget: BufferBudget,
     /// The run's health: this lane's progress, and the partitions stopped
@@ -250,8 +250,7 @@ impl LaneWorker {
         partitions: Arc<LanePartitions>,
         settings: Arc<WorkerSettings>,
         state: Arc<StateStore>,
-        stop: Arc<AtomicBool>,
-        membership: Arc<Membership>,
+        tenure: Tenure,
         budget: BufferBudget,
         health: Arc<Health>,
     ) -> LaneWorker {
@@ -260,8 +259,7 @@ impl LaneWorker {
             partitions,
             settings,
             state,
-            stop,
-            membership,
+            tenure,
             budget,
             health,
             known_position: Cell::new(None),
@@ -276,7 +274,7 @@ impl LaneWorker {
         let mut backoff = Backoff::new(SESSION_BACKOFF_MIN, SESSION_BACKOFF_MAX);
         loop {
             self.health.progress(self.lane);
-            if self.stop.load(Ordering::Relaxed) || self.to_copy().1.is_empty() {
+            if self.tenure.stop.load(Ordering::Relaxed) || self.to_copy().1.is_empty() {
                 return Ok(());
             }
             // Invariant 4: no session of ours initialises (and so fences) a
@@ -325,7 +323,11 @@ impl LaneWorker {
     /// instance's (invariant 4). False when it moved, or on stop.
     fn owned(&self) -> bool {
         let position_end = self.known_position.get().map_or(0, |k| k + 1);
-        match self.membership.confirm(self.lane, position_end, &self.stop) {
+        match self
+            .tenure
+            .membership
+            .confirm(self.lane, position_end, &self.tenure.stop)
+        {
             Confirmation::Owned => true,
             Confirmation::NotOwned => {
                 tracing::info!(lane = %self.lane, "the fleet's group gave this lane to another instance; this one stops touching it");
@@ -350,7 +352,7 @@ impl LaneWorker {
 
     fn sleep_unless_stopped(&self, duration: Duration) {
         let until = Instant::now() + duration;
-        while Instant::now() < until && !self.stop.load(Ordering::Relaxed) {
+        while Instant::now() < until && !self.tenure.stop.load(Ordering::Relaxed) {
             std::thread::sleep(Duration::from_millis(50));
         }
     }
@@ -762,7 +764,7 @@ impl<'w> LaneSession<'w> {
         let mut abort_backoff = Backoff::new(ABORT_BACKOFF_MIN, ABORT_BACKOFF_MAX);
         loop {
             self.worker.health.progress(lane);
-            if self.worker.stop.load(Ordering::Relaxed) {
+            if self.worker.tenure.stop.load(Ordering::Relaxed) {
                 return Ok(SessionEnd::Shutdown);
             }
             if self.worker.partitions.version() != self.version {
@@ -910,7 +912,7 @@ impl<'w> LaneSession<'w> {
     /// Adds the fleet group's offset of the lane to the open transaction
     /// (invariant 4): the commit fails if this member's generation is stale.
     fn fence(&self) -> Result<(), TxnFailure> {
-        let membership = &self.worker.membership;
+        let membership = &self.worker.tenure.membership;
         let lost = |detail: String| TxnFailure {
             disposition: Disposition::LaneLost,
             detail,
@@ -976,7 +978,7 @@ impl<'w> LaneSession<'w> {
         let throttle = &settings.throttle;
         // Throttled: no transaction is open yet, so waiting costs nothing
         // but time (bounded, so the session loop still checks lag).
-        if !throttle.wait_ready(limits.idle_poll, &self.worker.stop) {
+        if !throttle.wait_ready(limits.idle_poll, &self.worker.tenure.stop) {
             return Ok(BatchEnd::Idle);
         }
         self.forget_batch();
@@ -1040,7 +1042,7 @@ impl<'w> LaneSession<'w> {
             self.producer.send(copy_of(&message, slot))?;
             if self.slots.len() >= limits.max_records
                 || bytes >= limits.max_bytes
-                || self.worker.stop.load(Ordering::Relaxed)
+                || self.worker.tenure.stop.load(Ordering::Relaxed)
             {
                 break;
             }
@@ -1049,7 +1051,7 @@ impl<'w> LaneSession<'w> {
             };
             // Throttled inside a transaction: wait at most until it would
             // end anyway, then commit what it has.
-            if !throttle.wait_ready(remaining, &self.worker.stop) {
+            if !throttle.wait_ready(remaining, &self.worker.tenure.stop) {
                 break;
             }
             let Some(remaining) = limits.commit_interval.checked_sub(started.elapsed()) else {

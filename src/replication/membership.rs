@@ -281,6 +281,14 @@ pub struct Membership {
     stop: AtomicBool,
 }
 
+/// A lane's tenure in this instance: the membership that confirms the lane
+/// is this instance's, and the flag a revoke (or shutdown) sets to end it.
+#[derive(Clone)]
+pub struct Tenure {
+    pub membership: Arc<Membership>,
+    pub stop: Arc<AtomicBool>,
+}
+
 /// Whether a lane may be (re)initialised by this instance.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Confirmation {
@@ -346,11 +354,8 @@ impl Membership {
     /// Polls the group (heartbeats, rebalance callbacks) until [`leave`].
     fn serve(&self) {
         while !self.stop.load(Ordering::SeqCst) {
-            match self.consumer.poll(POLL_WAIT) {
-                Some(Err(e)) => {
-                    self.on_error(&e);
-                }
-                Some(Ok(_)) | None => {}
+            if let Some(Err(e)) = self.consumer.poll(POLL_WAIT) {
+                self.on_error(&e);
             }
         }
     }

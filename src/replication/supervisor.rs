@@ -21,7 +21,7 @@ use super::failure::WorkerError;
 use super::lane::{LanePartitions, LaneWorker, WorkerSettings};
 use super::layout::Lane;
 use super::limits::BufferBudget;
-use super::membership::{FleetSettings, LaneOwnership, Membership, MembershipError};
+use super::membership::{FleetSettings, LaneOwnership, Membership, MembershipError, Tenure};
 use crate::health::Health;
 use crate::metrics as m;
 use crate::shutdown::Shutdown;
@@ -192,8 +192,10 @@ pub async fn run(
                     Arc::clone(&shared),
                     workers.clone(),
                     state.clone(),
-                    stop,
-                    Arc::clone(member),
+                    Tenure {
+                        membership: Arc::clone(member),
+                        stop,
+                    },
                     budget,
                     Arc::clone(&health),
                 );

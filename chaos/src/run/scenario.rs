@@ -75,6 +75,13 @@ pub enum FaultKind {
     /// 12. A source transaction held open while `eosmirror cutover` runs,
     ///     then committed.
     OpenSourceTransaction,
+    /// 13. A second instance joins the fleet, takes a share of the lanes,
+    ///     and is killed with SIGKILL: its lanes move back after the
+    ///     session timeout.
+    InstanceKill,
+    /// 14. A second instance joins the fleet, takes a share of the lanes,
+    ///     and leaves on SIGTERM, handing them back.
+    ScaleOutIn,
 }
 
 impl FaultKind {
@@ -95,6 +102,8 @@ impl FaultKind {
             FaultKind::SourceGap => "source-gap",
             FaultKind::SourceTopicRecreated => "source-topic-recreated",
             FaultKind::OpenSourceTransaction => "open-source-transaction",
+            FaultKind::InstanceKill => "instance-kill",
+            FaultKind::ScaleOutIn => "scale-out-in",
         }
     }
 
@@ -170,10 +179,12 @@ pub const SCENARIOS: &[Scenario] = &[
     Scenario { name: "source-gap", about: "source records removed by DeleteRecords before they were copied", kinds: &[FaultKind::SourceGap], expected: "eosmirror stops that partition with an error naming the deleted offsets (not silence), copies the others on, and exits non-zero at shutdown; restarted with --on.source.gap skip it copies everything else exactly once: zero anomalies" },
     Scenario { name: "source-topic-recreated", about: "the source topic deleted and created again under the same name while eosmirror runs, then written to", kinds: &[FaultKind::SourceTopicRecreated], expected: "eosmirror stops with an error naming the recreated topic (not silence); the copy holds every record of the old topic exactly once and nothing of the new one" },
     Scenario { name: "open-source-transaction-at-cutover", about: "a source transaction held open (a two-phase-commit sink) while eosmirror cutover runs, then committed", kinds: &[FaultKind::OpenSourceTransaction], expected: "cutover does not complete while the transaction is open and names its partition; after the commit it completes, and everything is copied exactly: zero anomalies" },
+    Scenario { name: "fleet", about: "a second instance joins the fleet and takes a share of the lanes, then is killed with SIGKILL (its lanes move back after the session timeout) or leaves on SIGTERM (it hands them back)", kinds: &[FaultKind::InstanceKill, FaultKind::ScaleOutIn], expected: "zero anomalies; every second instance is assigned lanes by the fleet's group, and one that leaves on SIGTERM exits 0" },
     Scenario { name: "combined", about: "all of the above but the source gap, drawn at random, several at once, under load", kinds: &[
         FaultKind::KillMirror, FaultKind::Zombie, FaultKind::TargetBlackhole, FaultKind::TargetReset,
         FaultKind::SourceBlackhole, FaultKind::SourceReset, FaultKind::SlowTarget, FaultKind::SlowSource,
         FaultKind::TargetBrokerKill, FaultKind::SourceBrokerKill, FaultKind::StateLoss,
+        FaultKind::InstanceKill, FaultKind::ScaleOutIn,
     ], expected: EXACT },
 ];
 
@@ -793,6 +804,50 @@ impl<'a> Run<'a> {
                         )),
                     }
                 }));
+            }
+            FaultKind::InstanceKill | FaultKind::ScaleOutIn => {
+                // A second instance of the deployment with its own state dir.
+                let mut spec = self.spec.clone();
+                spec.state_dir = self.dir.join(format!("state-{}", self.started_mirrors));
+                let extra: Vec<&str> = self.extra.iter().map(String::as_str).collect();
+                let mut second = spec.start(self.started_mirrors, &extra)?;
+                self.started_mirrors += 1;
+                let joined_by = Instant::now() + Duration::from_secs(60);
+                while !second.output().contains(LANES_ASSIGNED)
+                    && second.is_running()
+                    && Instant::now() < joined_by
+                {
+                    self.sleep(Duration::from_millis(250));
+                }
+                if !second.output().contains(LANES_ASSIGNED) {
+                    self.deviations.push(format!(
+                        "the second instance was not assigned lanes within 60 s; last lines:\n{}",
+                        second.tail(15)
+                    ));
+                }
+                let hold = Duration::from_millis(self.rng.range(2000, 8000));
+                self.sleep(hold);
+                if kind == FaultKind::InstanceKill {
+                    second.kill();
+                    detail.push(format!(
+                        "second instance joined, SIGKILL after {:.1}s",
+                        hold.as_secs_f64()
+                    ));
+                } else {
+                    match second.stop(Duration::from_secs(90)) {
+                        Some(0) => self.outcomes.push(
+                            "a second instance took a share of the lanes and left cleanly on SIGTERM".into(),
+                        ),
+                        other => self.deviations.push(format!(
+                            "the second instance did not leave cleanly on SIGTERM ({other:?}); last lines:\n{}",
+                            second.tail(15)
+                        )),
+                    }
+                    detail.push(format!(
+                        "second instance joined, SIGTERM after {:.1}s",
+                        hold.as_secs_f64()
+                    ));
+                }
             }
             FaultKind::TargetBrokerKill | FaultKind::SourceBrokerKill => {
                 let name = if kind == FaultKind::TargetBrokerKill {
