@@ -168,6 +168,9 @@ impl LanePartitions {
 enum SessionEnd {
     /// Shutdown was requested; the open transaction (if any) is committed.
     Shutdown,
+    /// The lane is no longer this instance's: the open transaction is left
+    /// to the new owner's `init_transactions`, which aborts it.
+    Moved,
     /// The lane's partitions changed: start a session that includes them.
     Repartitioned,
     /// Start a new session: new producer, positions re-read from the target.
@@ -298,7 +301,7 @@ impl LaneWorker {
                 },
             };
             match end {
-                SessionEnd::Shutdown => return Ok(()),
+                SessionEnd::Shutdown | SessionEnd::Moved => return Ok(()),
                 SessionEnd::Repartitioned => {
                     tracing::info!(lane = %self.lane, "the lane's partitions changed; starting a session with all of them")
                 }
@@ -788,7 +791,7 @@ impl<'w> LaneSession<'w> {
                     // may take a thawed zombie's bump for a retry of the new
                     // owner's: check ownership first (invariant 4).
                     if !self.worker.owned() {
-                        return Ok(SessionEnd::Shutdown);
+                        return Ok(SessionEnd::Moved);
                     }
                     tracing::warn!(%lane, detail = %failure.detail, retry_in_ms = wait.as_millis() as u64, "aborting transaction; the batch will be re-read from the source");
                     if let Err(e) = self.producer.abort() {
