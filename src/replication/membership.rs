@@ -116,10 +116,6 @@ impl LaneOwnership {
         self.state.lock().expect("lane ownership poisoned")
     }
 
-    pub fn owned(&self) -> BTreeSet<Lane> {
-        self.state().owned.clone()
-    }
-
     pub fn is_owned(&self, lane: Lane) -> bool {
         self.state().owned.contains(&lane)
     }
@@ -351,7 +347,8 @@ impl Membership {
         Ok((membership, thread))
     }
 
-    /// Polls the group (heartbeats, rebalance callbacks) until [`leave`].
+    /// Polls the group (heartbeats, rebalance callbacks) until
+    /// [`Membership::leave`].
     fn serve(&self) {
         while !self.stop.load(Ordering::SeqCst) {
             if let Some(Err(e)) = self.consumer.poll(POLL_WAIT) {
