@@ -13,7 +13,9 @@ use std::time::{Duration, Instant};
 
 use support::mirror::{assert_exact_copy, tail, wait_for_copy, Mirror, MirrorSetup};
 use support::workload::Workload;
-use support::{bed, free_local_address, metric_value, scrape_metrics, unique_name};
+use support::{
+    bed, copy_offset, free_local_address, metric_value, scrape_metrics, unique_name, Isolation,
+};
 
 const LANES: u32 = 4;
 
@@ -34,8 +36,9 @@ struct Instance {
     metrics: String,
 }
 
-/// Starts an instance of the deployment `alias` with its own state dir.
-fn start(name: &'static str, topic: &str, alias: &str, prefix: &str) -> Instance {
+/// Starts an instance of the deployment `alias` with its own state dir,
+/// syncing the consumer group `group`.
+fn start(name: &'static str, topic: &str, alias: &str, prefix: &str, group: &str) -> Instance {
     let bed = bed();
     let setup = MirrorSetup::new(&bed.source.bootstrap, &bed.target.bootstrap);
     let metrics = free_local_address();
@@ -53,6 +56,10 @@ fn start(name: &'static str, topic: &str, alias: &str, prefix: &str) -> Instance
             "10000",
             "--metrics.address",
             &metrics,
+            "--groups.sync",
+            group,
+            "--groups.sync.interval.secs",
+            "1",
         ],
     );
     Instance {
@@ -124,7 +131,7 @@ fn ownership_history(output: &str) -> String {
 /// Three instances under load: one killed (-9), one frozen past the session
 /// and transaction timeouts and thawed, a fourth added, one stopped with
 /// SIGTERM. After each change the live instances own every lane exactly
-/// once; the thawed zombie learns from the group that its lanes moved and
+/// once; a source consumer group is translated exactly on the target; the thawed zombie learns from the group that its lanes moved and
 /// rejoins, fencing nobody more than once per lane; the target ends an
 /// exact copy.
 #[test]
@@ -134,11 +141,16 @@ fn a_fleet_shares_lanes_through_kill_freeze_scale_out_and_scale_in() {
     let topic = bed.source.create_topic("fleet", partitions);
     let alias = unique_name("fleet");
     let prefix = unique_name("fleet-txn");
+    let group = unique_name("fleet-group");
     let workload = Workload::start(&bed.source, &topic, partitions);
+    // A source group the fleet keeps translated on the target.
+    std::thread::sleep(Duration::from_secs(1));
+    let first: Vec<(&str, i32, i64)> = (0..partitions).map(|p| (topic.as_str(), p, 1)).collect();
+    bed.source.commit_group(&group, &first);
 
-    let mut a = start("a", &topic, &alias, &prefix);
-    let mut b = start("b", &topic, &alias, &prefix);
-    let mut c = start("c", &topic, &alias, &prefix);
+    let mut a = start("a", &topic, &alias, &prefix, &group);
+    let mut b = start("b", &topic, &alias, &prefix, &group);
+    let mut c = start("c", &topic, &alias, &prefix, &group);
     let shared = wait_for_even_ownership(&mut [&mut a, &mut b, &mut c]);
     eprintln!("three instances: {shared:?}");
 
@@ -160,7 +172,7 @@ fn a_fleet_shares_lanes_through_kill_freeze_scale_out_and_scale_in() {
     eprintln!("after b was frozen and thawed: {shared:?}");
 
     // Scale out, then in.
-    let mut d = start("d", &topic, &alias, &prefix);
+    let mut d = start("d", &topic, &alias, &prefix, &group);
     let shared = wait_for_even_ownership(&mut [&mut b, &mut c, &mut d]);
     eprintln!("after d joined: {shared:?}");
     assert_eq!(
@@ -175,6 +187,33 @@ fn a_fleet_shares_lanes_through_kill_freeze_scale_out_and_scale_in() {
     let sent = workload.finish();
     eprintln!("workload wrote {sent} records");
     wait_for_copy(&bed.source, &bed.target, &topic, PATIENCE, &mut d.mirror);
+
+    // The group, moved on at the source, is translated exactly on the target
+    // by whichever instance owns lane 0 now.
+    let source = bed.source.read_all(&topic, Isolation::ReadCommitted);
+    let target = bed.target.read_all(&topic, Isolation::ReadCommitted);
+    let moved: Vec<(&str, i32, i64)> = (0..partitions)
+        .map(|p| {
+            let held = source.iter().filter(|r| r.partition == p).count() as i64;
+            (topic.as_str(), p, held / 2)
+        })
+        .collect();
+    bed.source.commit_group(&group, &moved);
+    let want: BTreeMap<i32, i64> = moved
+        .iter()
+        .map(|&(_, p, o)| (p, copy_offset(&source, &target, p, o)))
+        .collect();
+    d.mirror.wait_until(
+        Duration::from_secs(60),
+        Duration::from_millis(500),
+        || (bed.target.group_offsets(&group, &topic, partitions) == want).then_some(()),
+        |_| {
+            format!(
+                "the target group never reached the exact translation {want:?}: {:?}",
+                bed.target.group_offsets(&group, &topic, partitions)
+            )
+        },
+    );
     for i in [&mut b, &mut d] {
         assert_eq!(
             i.mirror.stop(Duration::from_secs(60)),

@@ -14,7 +14,9 @@ use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::message::Message;
 use rdkafka::{Offset, TopicPartitionList};
 use support::mirror::{assert_exact_copy, wait_for_copy, MirrorSetup};
-use support::{bed, unique_name, Cluster, Isolation, ReadRecord, TestRecord, TxnOutcome};
+use support::{
+    bed, copy_offset, unique_name, Cluster, Isolation, ReadRecord, TestRecord, TxnOutcome,
+};
 
 /// What a consumer of `group` reads from its committed offsets to the end
 /// of each partition (`read_committed`), per partition.
@@ -360,30 +362,6 @@ impl Drop for ActiveMember {
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
-    }
-}
-
-/// The target offset holding the copy of the first committed source record
-/// at or after `offset` (found by content); past the last record, the offset
-/// after the last copy (where the next copy will be found).
-fn copy_offset(source: &[ReadRecord], target: &[ReadRecord], partition: i32, offset: i64) -> i64 {
-    match source
-        .iter()
-        .find(|r| r.partition == partition && r.offset >= offset)
-    {
-        Some(s) => {
-            target
-                .iter()
-                .find(|t| t.partition == partition && t.key == s.key && t.value == s.value)
-                .expect("copied")
-                .offset
-        }
-        None => target
-            .iter()
-            .filter(|t| t.partition == partition)
-            .map(|t| t.offset + 1)
-            .max()
-            .unwrap(),
     }
 }
 

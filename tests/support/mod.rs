@@ -34,6 +34,35 @@ use rdkafka::producer::{BaseRecord, DefaultProducerContext, Producer, ThreadedPr
 use rdkafka::types::RDKafkaErrorCode;
 use rdkafka::{Offset, Timestamp, TopicPartitionList};
 
+/// The target offset holding the copy of the first committed source record
+/// at or after `offset` (found by content); past the last record, the offset
+/// after the last copy (where the next copy will be found).
+pub fn copy_offset(
+    source: &[ReadRecord],
+    target: &[ReadRecord],
+    partition: i32,
+    offset: i64,
+) -> i64 {
+    match source
+        .iter()
+        .find(|r| r.partition == partition && r.offset >= offset)
+    {
+        Some(s) => {
+            target
+                .iter()
+                .find(|t| t.partition == partition && t.key == s.key && t.value == s.value)
+                .expect("copied")
+                .offset
+        }
+        None => target
+            .iter()
+            .filter(|t| t.partition == partition)
+            .map(|t| t.offset + 1)
+            .max()
+            .unwrap(),
+    }
+}
+
 /// How long any single helper waits on a broker before the test fails loudly.
 const BROKER_TIMEOUT: Duration = Duration::from_secs(60);
 
