@@ -131,9 +131,9 @@ fn ownership_history(output: &str) -> String {
 /// Three instances under load: one killed (-9), one frozen past the session
 /// and transaction timeouts and thawed, a fourth added, one stopped with
 /// SIGTERM. After each change the live instances own every lane exactly
-/// once; a source consumer group is translated exactly on the target; the thawed zombie learns from the group that its lanes moved and
-/// rejoins, fencing nobody more than once per lane; the target ends an
-/// exact copy.
+/// once; the thawed zombie learns from the group that its lanes moved and
+/// rejoins, fencing nobody more than once per lane; a source consumer group
+/// is translated exactly on the target; the target ends an exact copy.
 #[test]
 fn a_fleet_shares_lanes_through_kill_freeze_scale_out_and_scale_in() {
     let bed = bed();

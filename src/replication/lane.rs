@@ -325,11 +325,10 @@ impl LaneWorker {
     /// Whether this lane may (re)initialise: the group confirms it is this
     /// instance's (invariant 4). False when it moved, or on stop.
     fn owned(&self) -> bool {
-        let position_end = self.known_position.get().map_or(0, |k| k + 1);
         match self
             .tenure
             .membership
-            .confirm(self.lane, position_end, &self.tenure.stop)
+            .confirm(self.lane, self.position_end(), &self.tenure.stop)
         {
             Confirmation::Owned => true,
             Confirmation::NotOwned => {
@@ -338,6 +337,12 @@ impl LaneWorker {
             }
             Confirmation::Stopping => false,
         }
+    }
+
+    /// The end of the lane's position partition as this process knows it:
+    /// the fleet group's offset of the lane.
+    fn position_end(&self) -> i64 {
+        self.known_position.get().map_or(0, |k| k + 1)
     }
 
     fn read_positions(
@@ -921,9 +926,8 @@ impl<'w> LaneSession<'w> {
             detail,
             slot: None,
         };
-        let position_end = self.worker.known_position.get().map_or(0, |k| k + 1);
         let offsets = membership
-            .fence_offsets(self.worker.lane, position_end)
+            .fence_offsets(self.worker.lane, self.worker.position_end())
             .map_err(|e| TxnFailure {
                 disposition: Disposition::Fatal,
                 detail: format!("the fleet group's offsets: {e}"),

@@ -73,11 +73,6 @@ pub enum RunError {
     Membership(String),
 }
 
-/// A lane thread of this instance.
-struct RunningLane {
-    partitions: Arc<LanePartitions>,
-}
-
 /// Runs replication until shutdown is requested, a lane fails for good, or
 /// every partition is stopped by an error of its own. A run that stopped
 /// partitions ends with an error naming them, even at a clean shutdown.
@@ -95,7 +90,8 @@ pub async fn run(
     // never on how many partitions discovery finds.
     let budget = BufferBudget::split(settings.memory_limit_bytes, layout.lanes() as usize);
     let mut membership: Option<(Arc<Membership>, JoinHandle<()>)> = None;
-    let mut running: HashMap<Lane, RunningLane> = HashMap::new();
+    // Each running lane thread's partitions, replaced at every refresh.
+    let mut running: HashMap<Lane, Arc<LanePartitions>> = HashMap::new();
     // The latest refresh's partitions to copy, by lane.
     let mut by_lane: BTreeMap<Lane, Vec<SourcePartition>> = BTreeMap::new();
     let mut known: HashSet<SourcePartition> = HashSet::new();
@@ -176,8 +172,8 @@ pub async fn run(
         }
         if let Some((member, _)) = &membership {
             for (lane, partitions) in &by_lane {
-                if let Some(lane_thread) = running.get(lane) {
-                    lane_thread.partitions.replace(partitions.clone());
+                if let Some(shared) = running.get(lane) {
+                    shared.replace(partitions.clone());
                     continue;
                 }
                 let stop = Arc::new(AtomicBool::new(false));
@@ -202,7 +198,7 @@ pub async fn run(
                 let done = done_tx.clone();
                 let lanes = Arc::clone(&ownership);
                 let lane = *lane;
-                running.insert(lane, RunningLane { partitions: shared });
+                running.insert(lane, shared);
                 health.lane_started(lane);
                 std::thread::Builder::new()
                     .name(format!("eosmirror {lane}"))
