@@ -9,11 +9,9 @@
 use std::time::{Duration, Instant};
 
 use rdkafka::config::ClientConfig;
-use rdkafka::consumer::ConsumerGroupMetadata;
 use rdkafka::error::KafkaError;
 use rdkafka::producer::{BaseProducer, BaseRecord, Producer, PurgeConfig};
 use rdkafka::types::RDKafkaErrorCode;
-use rdkafka::TopicPartitionList;
 
 use super::delivery::{Delivery, DeliveryLog};
 use super::errors::{classify, classify_code, Disposition};
@@ -37,6 +35,9 @@ impl TxnFailure {
         }
     }
 }
+
+/// Longest one wait for delivery reports lasts while draining.
+const DRAIN_POLL: Duration = Duration::from_millis(1);
 
 /// Longest an abort waits for purged records' reports before aborting anyway.
 const PURGE_WAIT: Duration = Duration::from_secs(5);
@@ -106,22 +107,30 @@ impl TransactionalProducer {
     /// Waits until every record sent so far has its delivery report, and
     /// takes the reports.
     pub fn flush(&self) -> Result<Vec<Delivery>, TxnFailure> {
-        self.producer
-            .flush(self.call_timeout)
+        self.drain_in_flight()
             .map_err(|e| TxnFailure::from_kafka("flushing copies", &e))?;
         Ok(self.producer.context().drain())
     }
 
-    /// Adds the fleet group's offsets to the open transaction (KIP-447): the
-    /// coordinator refuses them, and so the commit, from a stale member.
-    pub fn send_fence(
-        &self,
-        offsets: &TopicPartitionList,
-        group: &ConsumerGroupMetadata,
-    ) -> Result<(), TxnFailure> {
-        self.producer
-            .send_offsets_to_transaction(offsets, group, self.call_timeout)
-            .map_err(|e| TxnFailure::from_kafka("send_offsets_to_transaction", &e))
+    /// Sends what lingers and serves delivery reports until no record is
+    /// outstanding. Not rust-rdkafka's `flush`, which waits for reports in
+    /// slices of 100 ms that never end early: that cost each transaction up
+    /// to 100 ms for its copies and again inside the commit (measured at
+    /// 8 partitions: 200 of a 230 ms transaction).
+    fn drain_in_flight(&self) -> Result<(), KafkaError> {
+        let deadline = Instant::now() + self.call_timeout;
+        loop {
+            // With no time to wait, librdkafka's flush only wakes the
+            // brokers to send at once and says whether anything is left.
+            match self.producer.flush(Duration::ZERO) {
+                Err(KafkaError::Flush(RDKafkaErrorCode::OperationTimedOut))
+                    if Instant::now() < deadline =>
+                {
+                    self.producer.poll(DRAIN_POLL)
+                }
+                outcome => return outcome,
+            }
+        }
     }
 
     /// Commits, retrying while librdkafka says the commit may be retried;
@@ -130,7 +139,12 @@ impl TransactionalProducer {
         let deadline = Instant::now() + self.call_timeout;
         loop {
             crash_point!(failpoints::TXN_BEFORE_COMMIT);
-            match self.producer.commit_transaction(self.call_timeout) {
+            // Drained first, so rust-rdkafka's own flush inside
+            // `commit_transaction` finds nothing to wait for.
+            let committed = self
+                .drain_in_flight()
+                .and_then(|()| self.producer.commit_transaction(self.call_timeout));
+            match committed {
                 Ok(()) => {
                     self.producer.poll(Duration::ZERO);
                     return Ok(self.producer.context().drain());
