@@ -64,6 +64,7 @@ use super::positions::{
 use super::progress::{runs_from_deliveries, InternalTopics, Lineage, ProgressRecord};
 use super::throttle::Throttle;
 use super::transaction::{TransactionalProducer, TxnFailure};
+use super::watermarks::{self, Watermarks};
 use crate::failpoints::{self, crash_point};
 use crate::health::Health;
 use crate::metrics as m;
@@ -292,15 +293,11 @@ impl LaneWorker {
             self.health.copying(self.lane, false);
             let end = match end {
                 Ok(end) => end,
-                Err(error) => match error.stopped_partition() {
-                    // Its batch, if one was open, is aborted by the next
-                    // session's init_transactions.
-                    Some(partition) => {
-                        self.health.stopped.stop(partition, &error);
-                        self.health.copy_progress.forget(partition);
-                        continue;
-                    }
-                    None => return Err(error),
+                // Its batch, if one was open, is aborted by the next
+                // session's init_transactions.
+                Err(error) => match self.stop_partition(error) {
+                    Ok(()) => continue,
+                    Err(error) => return Err(error),
                 },
             };
             match end {
@@ -322,6 +319,19 @@ impl LaneWorker {
                     self.sleep_unless_stopped(wait);
                 }
             }
+        }
+    }
+
+    /// Stops the partition `error` is about (the lane copies the others);
+    /// gives back an error that is not about one partition.
+    fn stop_partition(&self, error: WorkerError) -> Result<(), WorkerError> {
+        match error.stopped_partition() {
+            Some(partition) => {
+                self.health.stopped.stop(partition, &error);
+                self.health.copy_progress.forget(partition);
+                Ok(())
+            }
+            None => Err(error),
         }
     }
 
@@ -430,17 +440,48 @@ impl LaneWorker {
             Ok(ids) => ids,
             Err(detail) => return Ok(SessionEnd::restart("topic_ids", detail)),
         };
+        let source_ends = match watermarks::fetch_all(&consumer, &partitions, METADATA_TIMEOUT) {
+            Ok(ends) => ends,
+            Err(detail) => return Ok(SessionEnd::restart("source_watermarks", detail)),
+        };
+        // A partition without a position may only be copied into an empty
+        // target partition: one batch of watermarks clears the empty ones.
+        let unrecorded: Vec<SourcePartition> = partitions
+            .iter()
+            .filter(|p| !found.latest.contains_key(*p))
+            .cloned()
+            .collect();
+        let target_ends = match settings.allow_nonempty_target {
+            true => Watermarks::new(),
+            false => match watermarks::fetch_all(&target_watermarks, &unrecorded, METADATA_TIMEOUT)
+            {
+                Ok(ends) => ends,
+                Err(detail) => return Ok(SessionEnd::restart("target_check", detail)),
+            },
+        };
         let mut cursors = Vec::with_capacity(partitions.len());
         for partition in partitions {
             let lineage = match ids.lineage(&partition.topic, &settings.source_cluster_id) {
                 Ok(lineage) => lineage,
                 Err(detail) => return Ok(SessionEnd::restart("topic_ids", detail)),
             };
+            let ends = Ends {
+                source: source_ends[&partition],
+                target_empty: target_ends
+                    .get(&partition)
+                    .is_some_and(|&(low, high)| high <= low),
+            };
             let resume = found.latest.get(&partition);
-            match self.open_cursor(&consumer, &target_watermarks, partition, lineage, resume)? {
-                Ok(cursor) => cursors.push(cursor),
-                Err(end) => return Ok(end),
+            match self.open_cursor(&target_watermarks, partition, lineage, resume, ends) {
+                Ok(Ok(cursor)) => cursors.push(cursor),
+                Ok(Err(end)) => return Ok(end),
+                // Stopped here, so one session start reports every bad
+                // partition (a non-empty target, a gap) instead of one each.
+                Err(error) => self.stop_partition(error)?,
             }
+        }
+        if cursors.is_empty() {
+            return Ok(SessionEnd::Repartitioned);
         }
 
         let mut session = LaneSession::new(
@@ -525,11 +566,11 @@ impl LaneWorker {
     /// `Err(end)` when the session has to end first.
     fn open_cursor(
         &self,
-        consumer: &BaseConsumer,
         target_watermarks: &BaseConsumer,
         partition: SourcePartition,
         lineage: Lineage,
         resume: Option<&ResumePosition>,
+        ends: Ends,
     ) -> Result<Result<Cursor, SessionEnd>, WorkerError> {
         let settings = &*self.settings;
         let timeout = call_timeout(settings);
@@ -553,20 +594,8 @@ impl LaneWorker {
             },
             None => None,
         };
-        let (low, end) = match consumer.fetch_watermarks(
-            &partition.topic,
-            partition.partition,
-            METADATA_TIMEOUT,
-        ) {
-            Ok(w) => w,
-            Err(e) => {
-                return Ok(Err(SessionEnd::restart(
-                    "source_watermarks",
-                    format!("{partition}: {e}"),
-                )))
-            }
-        };
-        if resume.is_none() && !settings.allow_nonempty_target {
+        let (low, end) = ends.source;
+        if resume.is_none() && !settings.allow_nonempty_target && !ends.target_empty {
             match target_has_committed_records(
                 &settings.target_reader,
                 target_watermarks,
@@ -630,6 +659,15 @@ impl LaneWorker {
             }
         }
     }
+}
+
+/// What a session learnt of a partition's ends before opening its cursor.
+#[derive(Debug, Clone, Copy)]
+struct Ends {
+    /// The source's low and high (last stable) watermarks.
+    source: (i64, i64),
+    /// The target partition holds no record at all (so nothing committed).
+    target_empty: bool,
 }
 
 enum ResumeFailure {

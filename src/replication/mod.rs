@@ -18,3 +18,4 @@ pub mod stopped;
 pub mod supervisor;
 pub mod throttle;
 pub mod transaction;
+pub mod watermarks;

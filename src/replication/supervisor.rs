@@ -31,6 +31,10 @@ use crate::topics::target::{
     cluster_metadata, partition_counts, prepare_target, select, TargetTopicOptions, TopicError,
 };
 
+/// More new partitions than this in one refresh (a start at thousands of
+/// partitions) are logged as one line, each partition at debug level.
+const JOIN_LOG_LIMIT: usize = 64;
+
 /// Everything the supervisor needs besides the worker settings.
 #[derive(Debug)]
 pub struct SupervisorSettings {
@@ -120,10 +124,18 @@ pub async fn run(
                         }
                     }
                     by_lane.clear();
+                    let new = partitions.iter().filter(|p| !known.contains(*p)).count();
+                    if new > JOIN_LOG_LIMIT {
+                        tracing::info!(partitions = new, lanes = layout.lanes(), "partitions join their lanes (one line each at debug level)");
+                    }
                     for partition in partitions {
                         let lane = layout.lane_of(&partition);
                         if known.insert(partition.clone()) {
-                            tracing::info!(%partition, %lane, "partition joins its lane");
+                            if new > JOIN_LOG_LIMIT {
+                                tracing::debug!(%partition, %lane, "partition joins its lane");
+                            } else {
+                                tracing::info!(%partition, %lane, "partition joins its lane");
+                            }
                         }
                         if !stopped.contains(&partition) {
                             by_lane.entry(lane).or_default().push(partition);

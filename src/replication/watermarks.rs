@@ -1,0 +1,68 @@
+//! Watermarks of many partitions at once.
+//!
+//! rdkafka's `fetch_watermarks` asks about one partition per round trip: a
+//! lane of 1,250 partitions spent seconds of every session start on it.
+//! Here the low and the high watermarks of all of a lane's partitions are
+//! two ListOffsets requests per leader (librdkafka's `offsets_for_times`
+//! with the special timestamps "earliest" and "latest"), seen at the
+//! client's isolation level like `fetch_watermarks` (`read_committed`: the
+//! high watermark is the last stable offset).
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use eosmirror_state::SourcePartition;
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::{Offset, TopicPartitionList};
+
+/// Low and high watermark of each partition asked about.
+pub type Watermarks = HashMap<SourcePartition, (i64, i64)>;
+
+/// The watermarks of every partition in `partitions`; an error names the
+/// first partition without an answer.
+pub fn fetch_all(
+    client: &BaseConsumer,
+    partitions: &[SourcePartition],
+    timeout: Duration,
+) -> Result<Watermarks, String> {
+    if partitions.is_empty() {
+        return Ok(Watermarks::new());
+    }
+    let low = list_offsets(client, partitions, Offset::Beginning, timeout)?;
+    let high = list_offsets(client, partitions, Offset::End, timeout)?;
+    partitions
+        .iter()
+        .map(|p| match (low.get(p), high.get(p)) {
+            (Some(&low), Some(&high)) => Ok((p.clone(), (low, high))),
+            _ => Err(format!("{p}: no watermarks in the answer")),
+        })
+        .collect()
+}
+
+/// One ListOffsets round: `at` is `Offset::Beginning` or `Offset::End`.
+fn list_offsets(
+    client: &BaseConsumer,
+    partitions: &[SourcePartition],
+    at: Offset,
+    timeout: Duration,
+) -> Result<HashMap<SourcePartition, i64>, String> {
+    let mut request = TopicPartitionList::with_capacity(partitions.len());
+    for p in partitions {
+        request
+            .add_partition_offset(&p.topic, p.partition, at)
+            .map_err(|e| format!("{p}: {e}"))?;
+    }
+    let answer = client
+        .offsets_for_times(request, timeout)
+        .map_err(|e| format!("listing offsets of {} partitions: {e}", partitions.len()))?;
+    let mut offsets = HashMap::with_capacity(partitions.len());
+    for element in answer.elements() {
+        let partition = SourcePartition::new(element.topic(), element.partition());
+        element.error().map_err(|e| format!("{partition}: {e}"))?;
+        match element.offset() {
+            Offset::Offset(offset) => offsets.insert(partition, offset),
+            other => return Err(format!("{partition}: no offset in the answer ({other:?})")),
+        };
+    }
+    Ok(offsets)
+}
