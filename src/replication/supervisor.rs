@@ -126,7 +126,11 @@ pub async fn run(
                     by_lane.clear();
                     let new = partitions.iter().filter(|p| !known.contains(*p)).count();
                     if new > JOIN_LOG_LIMIT {
-                        tracing::info!(partitions = new, lanes = layout.lanes(), "partitions join their lanes (one line each at debug level)");
+                        tracing::info!(
+                            partitions = new,
+                            lanes = layout.lanes(),
+                            "partitions join their lanes (one line each at debug level)"
+                        );
                     }
                     for partition in partitions {
                         let lane = layout.lane_of(&partition);
