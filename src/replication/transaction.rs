@@ -39,9 +39,6 @@ impl TxnFailure {
 /// Pause while draining when no delivery report was waiting.
 const DRAIN_PAUSE: Duration = Duration::from_millis(1);
 
-/// How often a drain asks librdkafka again to send lingering records.
-const DRAIN_NUDGE: Duration = Duration::from_millis(5);
-
 /// Longest an abort waits for purged records' reports before aborting anyway.
 const PURGE_WAIT: Duration = Duration::from_secs(5);
 
@@ -122,18 +119,14 @@ impl TransactionalProducer {
     /// spins through the last millisecond of every slice.
     fn drain_in_flight(&self) -> Result<(), KafkaError> {
         let deadline = Instant::now() + self.call_timeout;
-        let mut nudged: Option<Instant> = None;
+        // With no time to wait, librdkafka's flush only wakes the brokers to
+        // send what lingers and says whether anything is left. Once: every
+        // wake-up makes each broker thread scan all its partitions' queues.
+        match self.producer.flush(Duration::ZERO) {
+            Err(KafkaError::Flush(RDKafkaErrorCode::OperationTimedOut)) => {}
+            outcome => return outcome,
+        }
         loop {
-            if nudged.is_none_or(|at| at.elapsed() >= DRAIN_NUDGE) {
-                // With no time to wait, librdkafka's flush only wakes the
-                // brokers to send what lingers and says whether anything is
-                // left.
-                match self.producer.flush(Duration::ZERO) {
-                    Err(KafkaError::Flush(RDKafkaErrorCode::OperationTimedOut)) => {}
-                    outcome => return outcome,
-                }
-                nudged = Some(Instant::now());
-            }
             // Records not yet reported, and reports not yet served.
             let outstanding = self.producer.in_flight_count();
             if outstanding == 0 {
