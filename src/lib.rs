@@ -12,6 +12,7 @@ pub mod config;
 pub mod connect;
 pub mod cutover;
 pub mod endpoint;
+pub mod error_chain;
 pub mod failover;
 pub mod failpoints;
 mod ffi;

@@ -7,6 +7,7 @@ use std::process::ExitCode;
 use clap::Parser;
 use eosmirror::cli::verify_args::ReportFormat;
 use eosmirror::cli::{Cli, Command, LogFormat};
+use eosmirror::error_chain::one_line;
 use eosmirror::verify::report::Verdict;
 use tracing_subscriber::EnvFilter;
 
@@ -43,7 +44,7 @@ fn main() -> ExitCode {
         Command::Run(args) => match runtime.block_on(eosmirror::run::run(*args)) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
-                say(json, format!("eosmirror: error: {e:#}"));
+                say(json, format!("eosmirror: error: {}", one_line(&e)));
                 ExitCode::FAILURE
             }
         },
@@ -55,7 +56,10 @@ fn main() -> ExitCode {
                     ExitCode::from(report.verdict.exit_code())
                 }
                 Err(e) => {
-                    say(json, format!("eosmirror: could not verify: {e:#}"));
+                    say(
+                        json,
+                        format!("eosmirror: could not verify: {}", one_line(&e)),
+                    );
                     ExitCode::from(Verdict::CouldNotVerify.exit_code())
                 }
             }
@@ -121,7 +125,7 @@ fn print<R: serde::Serialize>(format: ReportFormat, report: &R, text: impl FnOnc
 }
 
 fn fail(json: bool, e: &anyhow::Error) -> ExitCode {
-    say(json, format!("eosmirror: error: {e:#}"));
+    say(json, format!("eosmirror: error: {}", one_line(e)));
     ExitCode::FAILURE
 }
 

@@ -10,7 +10,7 @@ use eosmirror_state::{ClusterIdentity, OpenOutcome, StateStore};
 use rdkafka::config::ClientConfig;
 
 use crate::cli::run_args::RunArgs;
-use crate::clusters::Cluster;
+use crate::clusters::{Cluster, CONNECT_TIMEOUT};
 use crate::config::{self, ClientRole};
 use crate::connect::cluster_id;
 use crate::groups::sync::GroupSync;
@@ -26,9 +26,6 @@ use crate::shutdown::Shutdown;
 use crate::topics::filter::TopicFilter;
 use crate::topics::internal::ToolConnection;
 use crate::topics::target::TargetTopicOptions;
-
-/// How long start-up waits for a cluster to answer.
-const CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Settings eosmirror always sets on the source consumer: exactly-once needs
 /// committed data only, positions come from the target (never from source

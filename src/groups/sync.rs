@@ -21,6 +21,7 @@ use super::apply::plan;
 use super::record::{GroupOffsetsRecord, GroupsTopicRecord, SourceEndsRecord};
 use super::TopicPartition;
 use crate::clusters::{Cluster, CONNECT_TIMEOUT};
+use crate::error_chain::one_line;
 use crate::failpoints::{self, crash_point};
 use crate::read::{first_committed, Side};
 use crate::replication::layout::Lane;
@@ -68,8 +69,9 @@ impl GroupSync {
             match tokio::task::spawn_blocking(move || round.round(previous)).await {
                 Ok(Ok(applied)) => last_applied = applied,
                 Ok(Err(e)) => tracing::warn!(
-                    "group sync round failed (retrying in {:?}): {e:#}",
-                    this.interval
+                    "group sync round failed (retrying in {:?}): {}",
+                    this.interval,
+                    one_line(&e)
                 ),
                 Err(e) => tracing::error!("group sync round panicked: {e}"),
             }
@@ -131,7 +133,9 @@ impl GroupSync {
                     translated.insert(group.clone(), target_offsets);
                     rereads.insert(group, r);
                 }
-                Err(e) => tracing::warn!(%group, "group sync: not translated this round: {e:#}"),
+                Err(e) => {
+                    tracing::warn!(%group, "group sync: not translated this round: {}", one_line(&e))
+                }
             }
         }
 

@@ -29,6 +29,7 @@ use std::time::{Duration, Instant};
 use anyhow::bail;
 
 use crate::cli::verify_args::{PairingMode, VerifyArgs};
+use crate::clusters::CONNECT_TIMEOUT;
 use crate::config::ClientRole;
 use crate::connect::cluster_id;
 use crate::offsets::history::read_mappings;
@@ -41,9 +42,6 @@ use lookups::SourceLookups;
 use plan::{plan_mapped, PlanInputs, Watermarks};
 use range::{Range, SideName, Starts};
 use report::{PartitionReport, Report};
-
-/// How long start-up waits for a cluster to answer.
-const CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// One partition's work: what to read on each side, and how to pair.
 struct Job {
