@@ -288,6 +288,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
             alias: args.connection.source_alias.clone(),
             state: Arc::clone(&state),
             lanes: Arc::clone(&lanes),
+            layout,
         };
         tokio::spawn(sync.run(shutdown.clone()));
     }

@@ -24,7 +24,7 @@ use crate::clusters::{Cluster, CONNECT_TIMEOUT};
 use crate::error_chain::one_line;
 use crate::failpoints::{self, crash_point};
 use crate::read::{first_committed, Side};
-use crate::replication::layout::Lane;
+use crate::replication::layout::{Lane, Layout};
 use crate::replication::membership::LaneOwnership;
 use crate::shutdown::Shutdown;
 use crate::topics::filter::TopicFilter;
@@ -48,6 +48,9 @@ pub struct GroupSync {
     /// The fleet's lanes: only the instance that owns lane 0 syncs, so
     /// instances never commit rounds of different ages over each other.
     pub lanes: Arc<LaneOwnership>,
+    /// Which lane copies a partition: the cache is current only for the
+    /// lanes this instance owns.
+    pub layout: Layout,
 }
 
 impl GroupSync {
@@ -242,11 +245,15 @@ impl GroupSync {
                 Some(Cached::Exact(target)) => {
                     translated.insert((topic.clone(), *partition), target);
                 }
-                Some(Cached::Tail(tail)) => {
+                // The cache's last position is the partition's only while
+                // this instance copies it; another instance's lane moves on
+                // without this cache (a tail from before a lane moved
+                // would translate short for good).
+                Some(Cached::Tail(tail)) if self.lanes.is_owned(self.layout.lane_of(&key)) => {
                     translated.insert((topic.clone(), *partition), tail.next_target_offset);
                     rereads += tail.rereads(offset);
                 }
-                None => {
+                Some(Cached::Tail(_)) | None => {
                     unknown.insert((topic.clone(), *partition), offset);
                 }
             }
