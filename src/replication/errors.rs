@@ -17,6 +17,9 @@
 //!   timed out and the coordinator bumped the epoch (we restart). The lane
 //!   tells the two apart by asking the fleet's group coordinator
 //!   (`membership.rs`) before it re-initialises.
+//! - **LaneLost**: the group coordinator refused the transaction's offset
+//!   commit (KIP-447) because this member's generation is stale: the lane may
+//!   have moved. Like Fenced, the group decides before anything is touched.
 //! - **Fatal**: a record the target will never accept, or a configuration
 //!   problem: stop and report; retrying cannot help.
 
@@ -29,6 +32,7 @@ pub enum Disposition {
     AbortBatch,
     RestartSession,
     Fenced,
+    LaneLost,
     Fatal,
 }
 
@@ -54,6 +58,12 @@ fn is_permanent_rejection(code: RDKafkaErrorCode) -> bool {
     )
 }
 
+/// Codes of a transactional offset commit from a stale group member.
+fn is_stale_membership(code: RDKafkaErrorCode) -> bool {
+    use RDKafkaErrorCode::*;
+    matches!(code, IllegalGeneration | UnknownMemberId | FencedInstanceId)
+}
+
 fn is_fencing(code: RDKafkaErrorCode) -> bool {
     use RDKafkaErrorCode::*;
     matches!(
@@ -69,6 +79,8 @@ pub fn classify(error: &KafkaError) -> Disposition {
             let code = e.code();
             if is_fencing(code) {
                 Disposition::Fenced
+            } else if is_stale_membership(code) {
+                Disposition::LaneLost
             } else if e.is_fatal() {
                 if is_permanent_rejection(code) {
                     Disposition::Fatal
@@ -100,6 +112,8 @@ pub fn classify(error: &KafkaError) -> Disposition {
 pub fn classify_code(code: RDKafkaErrorCode) -> Disposition {
     if is_fencing(code) {
         Disposition::Fenced
+    } else if is_stale_membership(code) {
+        Disposition::LaneLost
     } else if is_permanent_rejection(code) {
         Disposition::Fatal
     } else {
@@ -125,6 +139,10 @@ mod tests {
         assert_eq!(
             classify_code(RDKafkaErrorCode::ProducerFenced),
             Disposition::Fenced
+        );
+        assert_eq!(
+            classify_code(RDKafkaErrorCode::IllegalGeneration),
+            Disposition::LaneLost
         );
         assert_eq!(
             classify_code(RDKafkaErrorCode::MessageTimedOut),

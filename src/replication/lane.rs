@@ -22,14 +22,11 @@
 //! 4. A lane is only written by the instance the fleet's group assigned it
 //!    to (see `membership.rs`): every session first has the group coordinator
 //!    confirm the lane is this instance's before `init_transactions` (which
-//!    fences any other holder of the transactional id). A fenced lane that
-//!    the group no longer gives this instance stops without touching the
-//!    lane again; one that the group confirms (its own transaction timed
-//!    out) re-initialises. A stale owner that commits before the new
-//!    owner's `init_transactions` only adds to the history the new owner
-//!    resumes from (invariant 1): records and positions commit together.
-//!    (Invariant 2 of `membership.rs` says why transactions carry no
-//!    KIP-447 group offset.)
+//!    fences any other holder of the transactional id), and every
+//!    transaction carries an offset commit the coordinator refuses from a
+//!    stale member. A fenced lane that the group no longer gives this
+//!    instance stops without touching the lane again; one that the group
+//!    confirms (its own transaction timed out) re-initialises.
 //!
 //! All calls here block: a lane runs on a thread of its own, so the async
 //! runtime (metrics endpoint, signals, supervisor) never stalls.
@@ -859,6 +856,7 @@ impl<'w> LaneSession<'w> {
                 // A takeover or our own timed-out transaction: the next
                 // session's ownership check tells them apart (invariant 4).
                 Disposition::Fenced => return Ok(self.restart("fenced", failure.detail)),
+                Disposition::LaneLost => return Ok(self.restart("lane_lost", failure.detail)),
                 Disposition::Fatal => {
                     let rejected = failure.slot.and_then(|slot| match self.slots.get(slot) {
                         Some(&Slot::Copy {
@@ -943,6 +941,7 @@ impl<'w> LaneSession<'w> {
                 self.send_internal(topic, partition, slot, key, value)?;
             }
         }
+        self.fence()?;
         let reports = self.producer.commit()?;
         for report in reports {
             if let (Some(&Slot::Position { cursor }), Ok(offset)) =
@@ -954,6 +953,28 @@ impl<'w> LaneSession<'w> {
         }
         self.slots.clear();
         Ok(())
+    }
+
+    /// Adds the fleet group's offset of the lane to the open transaction
+    /// (invariant 4): the commit fails if this member's generation is stale.
+    fn fence(&self) -> Result<(), TxnFailure> {
+        let membership = &self.worker.tenure.membership;
+        let lost = |detail: String| TxnFailure {
+            disposition: Disposition::LaneLost,
+            detail,
+            slot: None,
+        };
+        let offsets = membership
+            .fence_offsets(self.worker.lane, self.worker.position_end())
+            .map_err(|e| TxnFailure {
+                disposition: Disposition::Fatal,
+                detail: format!("the fleet group's offsets: {e}"),
+                slot: None,
+            })?;
+        let group = membership
+            .group_metadata()
+            .ok_or_else(|| lost("this instance is not a member of the fleet's group".into()))?;
+        self.producer.send_fence(&offsets, &group)
     }
 
     /// Remembers that this process wrote the lane's position partition up
@@ -1097,6 +1118,7 @@ impl<'w> LaneSession<'w> {
         let records = self.progress_records(copies)?;
         self.send_progress(&records)?;
         crash_point!(failpoints::LANE_AFTER_PROGRESS);
+        self.fence()?;
         let reports = self.producer.commit()?;
         crash_point!(failpoints::LANE_AFTER_COMMIT);
         self.committed(records, reports);

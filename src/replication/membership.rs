@@ -17,17 +17,12 @@
 //!    new owner only in the next, which the owner joins after its revoke
 //!    callback returned — and that callback stops the lane's thread (which
 //!    commits or aborts its open transaction) before it returns.
-//! 2. **Fencing by transactional id.** A lane keeps its transactional id
-//!    wherever it runs, so the new owner's `init_transactions` fences the old
-//!    owner's producer (a frozen process, a partitioned network) and aborts
-//!    its open transaction before the new owner reads a position. Whatever
-//!    the stale owner committed before that is part of the history the new
-//!    owner resumes from (records and positions commit together), and it can
-//!    commit nothing after it. Lane transactions carry no KIP-447 group
-//!    offset: librdkafka's `send_offsets_to_transaction` can block forever,
-//!    past its timeout, when the group coordinator's connection drops
-//!    (librdkafka issues #5456 and #5511, seen here when the target broker
-//!    stalled), and it would add nothing to this invariant.
+//! 2. **Generation-checked commits (KIP-447).** Every lane transaction also
+//!    commits an offset of the lane's partition for this group with the
+//!    member's group metadata. The coordinator refuses it from a member whose
+//!    generation is stale (a frozen process, a partitioned network), so such a
+//!    transaction can only abort; and the new owner's `init_transactions`
+//!    fences the old producer anyway.
 //! 3. **Confirmed ownership before every (re)initialisation.** librdkafka
 //!    reports a takeover and our own timed-out transaction as the same
 //!    `_FENCED` error. Before a lane session initialises its producer (which
@@ -44,7 +39,9 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use rdkafka::config::ClientConfig;
-use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer, ConsumerContext, Rebalance};
+use rdkafka::consumer::{
+    BaseConsumer, CommitMode, Consumer, ConsumerContext, ConsumerGroupMetadata, Rebalance,
+};
 use rdkafka::error::{KafkaError, KafkaResult};
 use rdkafka::types::RDKafkaErrorCode;
 use rdkafka::{ClientContext, Offset, TopicPartitionList};
@@ -389,9 +386,14 @@ impl Membership {
         self.stop.store(true, Ordering::SeqCst);
     }
 
-    /// The offset [`Membership::confirm`] commits for the lane's partition
-    /// of the group: the position partition's end as the lane knows it.
-    fn lane_offset(&self, lane: Lane, position_end: i64) -> KafkaResult<TopicPartitionList> {
+    /// The group metadata to commit with a lane transaction (invariant 2).
+    pub fn group_metadata(&self) -> Option<ConsumerGroupMetadata> {
+        self.consumer.group_metadata()
+    }
+
+    /// The offset a lane transaction commits for its partition of the
+    /// group: the position partition's end as the lane knows it.
+    pub fn fence_offsets(&self, lane: Lane, position_end: i64) -> KafkaResult<TopicPartitionList> {
         let mut list = TopicPartitionList::with_capacity(1);
         list.add_partition_offset(
             &self.settings.position_topic,
@@ -413,7 +415,7 @@ impl Membership {
                 return Confirmation::NotOwned;
             }
             let result = self
-                .lane_offset(lane, position_end)
+                .fence_offsets(lane, position_end)
                 .and_then(|list| self.consumer.commit(&list, CommitMode::Sync));
             let error = match result {
                 Ok(()) => {

@@ -9,9 +9,11 @@
 use std::time::{Duration, Instant};
 
 use rdkafka::config::ClientConfig;
+use rdkafka::consumer::ConsumerGroupMetadata;
 use rdkafka::error::KafkaError;
 use rdkafka::producer::{BaseProducer, BaseRecord, Producer, PurgeConfig};
 use rdkafka::types::RDKafkaErrorCode;
+use rdkafka::TopicPartitionList;
 
 use super::delivery::{Delivery, DeliveryLog};
 use super::errors::{classify, classify_code, Disposition};
@@ -110,6 +112,18 @@ impl TransactionalProducer {
         self.drain_in_flight()
             .map_err(|e| TxnFailure::from_kafka("flushing copies", &e))?;
         Ok(self.producer.context().drain())
+    }
+
+    /// Adds the fleet group's offsets to the open transaction (KIP-447): the
+    /// coordinator refuses them, and so the commit, from a stale member.
+    pub fn send_fence(
+        &self,
+        offsets: &TopicPartitionList,
+        group: &ConsumerGroupMetadata,
+    ) -> Result<(), TxnFailure> {
+        self.producer
+            .send_offsets_to_transaction(offsets, group, self.call_timeout)
+            .map_err(|e| TxnFailure::from_kafka("send_offsets_to_transaction", &e))
     }
 
     /// Sends what lingers and serves delivery reports until no record is
