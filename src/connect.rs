@@ -57,7 +57,7 @@ impl ClientContext for ReportedErrors {
                 .lock()
                 .expect("error slot poisoned")
                 .failures
-                .push(message.to_string());
+                .push(without_thread_name(message).to_string());
         }
         match level {
             RDKafkaLogLevel::Emerg
@@ -80,6 +80,15 @@ impl ClientContext for ReportedErrors {
 }
 
 impl ConsumerContext for ReportedErrors {}
+
+/// A librdkafka log message without the `[thrd:<name>]: ` it starts with:
+/// the text after it names the broker (`<address>/<id>: ...`).
+fn without_thread_name(message: &str) -> &str {
+    message
+        .strip_prefix("[thrd:")
+        .and_then(|rest| rest.split_once("]: "))
+        .map_or(message, |(_, text)| text)
+}
 
 impl ReportedErrors {
     fn get(&self) -> Reported {
@@ -443,6 +452,29 @@ fn unreachable_advertised(failures: &[String], bootstrap: &str) -> Option<Advert
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn logged_failures_are_kept_without_the_thread_name() {
+        let context = ReportedErrors::default();
+        context.log(
+            RDKafkaLogLevel::Error,
+            "FAIL",
+            "[thrd:127.0.0.1:19095/1]: 127.0.0.1:19095/1: Connect to ipv4#127.0.0.1:19095 failed: Connection refused (after 0ms in state CONNECT)",
+        );
+        context.log(RDKafkaLogLevel::Error, "FAIL", "no thread name");
+        let failures = context.get().failures;
+        assert_eq!(
+            failures,
+            [
+                "127.0.0.1:19095/1: Connect to ipv4#127.0.0.1:19095 failed: Connection refused (after 0ms in state CONNECT)",
+                "no thread name",
+            ]
+        );
+        assert_eq!(
+            unreachable_advertised(&failures, "127.0.0.1:19094").map(|b| b.address),
+            Some("127.0.0.1:19095".to_string())
+        );
+    }
 
     #[test]
     fn a_logged_connect_failure_of_an_advertised_broker_is_named() {
