@@ -292,34 +292,6 @@ fn unreachable_source_is_named_with_its_address() {
     case.assert_nothing_written();
 }
 
-/// Waits until the broker at `port` answers a metadata request within a few
-/// seconds. A broker still busy after an earlier test restarted it (CI saw
-/// one silent for the whole 30 s start-up check) would make the run give up
-/// before it ever learnt the advertised address, which is not what the
-/// test is about.
-fn wait_until_answering(port: u16) {
-    use rdkafka::consumer::{BaseConsumer, Consumer};
-    let deadline = Instant::now() + Duration::from_secs(120);
-    loop {
-        // A new client each time: after one answer a client only talks to
-        // the advertised address, which is unreachable here.
-        let client: BaseConsumer = rdkafka::ClientConfig::new()
-            .set("bootstrap.servers", format!("127.0.0.1:{port}"))
-            .create()
-            .expect("metadata client");
-        let asked = Instant::now();
-        let answered = client.fetch_metadata(None, Duration::from_secs(10)).is_ok();
-        if answered && asked.elapsed() < Duration::from_secs(3) {
-            return;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the broker at 127.0.0.1:{port} did not answer promptly for 120 s"
-        );
-        std::thread::sleep(Duration::from_millis(500));
-    }
-}
-
 /// A broker whose advertised listener is unreachable from here (the local
 /// source's proxied listener: the broker listens on one port and advertises
 /// another, where no proxy runs in this test binary). The bootstrap answers,
@@ -335,7 +307,6 @@ fn unreachable_advertised_listener_is_named_with_the_fix() {
         "something (a fault proxy of another test run?) listens on 127.0.0.1:{}; this test needs it unreachable",
         proxied.advertised_port
     );
-    wait_until_answering(proxied.broker_port);
     let case = Case::new("cli-advertised");
     case.write_consumer_config(&format!(
         "bootstrap.servers=127.0.0.1:{}\n",
