@@ -107,6 +107,14 @@ impl Health {
         }
     }
 
+    /// The process did not run until `now` (frozen, or starved): no lane
+    /// could make progress, so every lane's stall clock restarts at `now`.
+    pub fn resumed_after_pause(&self, now: Instant) {
+        for l in self.state().lanes.values_mut() {
+            l.last_progress = l.last_progress.max(now);
+        }
+    }
+
     /// The lane's session started (`true`) or stopped (`false`) copying.
     pub fn copying(&self, lane: Lane, copying: bool) {
         if let Some(l) = self.state().lanes.get_mut(&lane) {
@@ -217,6 +225,18 @@ mod tests {
         );
         assert!(!live.text.contains(&format!("{a} made")), "{}", live.text);
         assert!(!health.readiness(later + Duration::from_secs(1)).healthy);
+    }
+
+    #[test]
+    fn a_pause_of_the_whole_process_restarts_the_stall_clocks() {
+        let health = Health::new(Duration::from_secs(60), Duration::from_secs(10));
+        let (a, _) = lanes();
+        health.lane_started(a);
+        let thawed = Instant::now() + Duration::from_secs(300);
+        assert!(!health.liveness(thawed).healthy);
+        health.resumed_after_pause(thawed);
+        assert!(health.liveness(thawed + Duration::from_secs(60)).healthy);
+        assert!(!health.liveness(thawed + Duration::from_secs(61)).healthy);
     }
 
     #[test]

@@ -3,6 +3,7 @@
 
 use std::io::IsTerminal;
 use std::process::ExitCode;
+use std::time::Duration;
 
 use clap::Parser;
 use eosmirror::cli::verify_args::ReportFormat;
@@ -40,7 +41,20 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match cli.command {
+    let code = execute(cli.command, &runtime, json);
+    // Dropping a runtime waits for every blocking task without end; one
+    // stuck in a librdkafka call that never returns (a stalled run ends
+    // because of one) must not keep the process from exiting.
+    runtime.shutdown_timeout(RUNTIME_SHUTDOWN_GRACE);
+    code
+}
+
+/// How long the exit waits for blocking tasks still running.
+const RUNTIME_SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
+
+/// Runs the command; its exit code.
+fn execute(command: Command, runtime: &tokio::runtime::Runtime, json: bool) -> ExitCode {
+    match command {
         Command::Run(args) => match runtime.block_on(eosmirror::run::run(*args)) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
@@ -50,7 +64,7 @@ fn main() -> ExitCode {
         },
         Command::Verify(args) => {
             let format = args.format;
-            match blocking(&runtime, move || eosmirror::verify::verify(&args)) {
+            match blocking(runtime, move || eosmirror::verify::verify(&args)) {
                 Ok(report) => {
                     print(format, &report, || report.to_text());
                     ExitCode::from(report.verdict.exit_code())
@@ -66,7 +80,7 @@ fn main() -> ExitCode {
         }
         Command::Translate(args) => {
             let format = args.format;
-            match blocking(&runtime, move || eosmirror::translate::run(&args)) {
+            match blocking(runtime, move || eosmirror::translate::run(&args)) {
                 Ok(report) => {
                     print(format, &report, || report.to_text());
                     ExitCode::SUCCESS
@@ -76,7 +90,7 @@ fn main() -> ExitCode {
         }
         Command::Cutover(args) => {
             let format = args.format;
-            match blocking(&runtime, move || eosmirror::cutover::run(&args)) {
+            match blocking(runtime, move || eosmirror::cutover::run(&args)) {
                 Ok(report) => {
                     print(format, &report, || report.to_text());
                     if report.complete() {
@@ -90,7 +104,7 @@ fn main() -> ExitCode {
         }
         Command::Failover(args) => {
             let format = args.format;
-            match blocking(&runtime, move || eosmirror::failover::run(&args)) {
+            match blocking(runtime, move || eosmirror::failover::run(&args)) {
                 Ok(report) => {
                     print(format, &report, || report.to_text());
                     ExitCode::SUCCESS

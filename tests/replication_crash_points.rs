@@ -389,6 +389,62 @@ fn crash_after_commit_before_the_cache_write() {
     crash_and_recover(failpoints::LANE_AFTER_COMMIT, 4);
 }
 
+/// A lane stuck in a call that never returns (librdkafka can wait without
+/// end for a lost transaction coordinator, #5456; here the 8th commit
+/// sleeps for ten minutes instead): the run ends by itself once the lane
+/// made no progress for `--health.stall.ms`, exit code 1 and the stuck lane
+/// named, instead of hanging; a restart copies exactly.
+#[test]
+#[cfg_attr(
+    not(feature = "failpoints"),
+    ignore = "needs the crash points: cargo test --features eosmirror/failpoints"
+)]
+fn a_lane_stuck_in_a_call_ends_the_run() {
+    let case = Case::new("stuck-lane", &bed().target.bootstrap);
+    write_block(&case.topic, "a", 600);
+    let stall_ms = "21000";
+    let stuck = format!("{}=7*off->1*sleep(600000)", failpoints::TXN_BEFORE_COMMIT);
+    let started = Instant::now();
+    let mut mirror = case.setup.start_args_env(
+        &case.args(&[
+            "--health.stall.ms",
+            stall_ms,
+            "--shutdown.timeout.ms",
+            "3000",
+        ]),
+        &[("FAILPOINTS", &stuck)],
+    );
+    let code = mirror.wait_exit(CRASH_WITHIN);
+    let took = started.elapsed();
+    let output = mirror.output();
+    assert_eq!(
+        code,
+        1,
+        "exit code of a stalled run; output tail:\n{}",
+        tail(&output, 30)
+    );
+    let error = output
+        .lines()
+        .find(|l| l.starts_with("eosmirror: error:"))
+        .unwrap_or_else(|| panic!("no error line; output tail:\n{}", tail(&output, 30)));
+    for needle in [
+        "made no progress",
+        "--health.stall.ms",
+        "librdkafka",
+        "restart",
+    ] {
+        assert!(error.contains(needle), "{needle:?} missing from: {error}");
+    }
+    eprintln!("a stuck lane ended the run after {took:?}: {error}");
+
+    write_block(&case.topic, "b", 600);
+    let mut mirror = case.start(&[]);
+    wait_caught_up(&case, &mut mirror);
+    assert_resumed_after_commits(&mirror);
+    stop_cleanly(&mut mirror);
+    assert_exact_copy(&bed().source, &bed().target, &case.topic);
+}
+
 /// An instance killed mid-copy (SIGKILL, transactions open); the next one
 /// fences it and dies on its second lane's way from `init_transactions` to
 /// reading the positions; a third one copies on.

@@ -174,6 +174,9 @@ enum SessionEnd {
     Moved,
     /// The lane's partitions changed: start a session that includes them.
     Repartitioned,
+    /// Every partition of the lane was stopped at session start (each
+    /// already reported): copy again only if partitions join.
+    AllStopped,
     /// Start a new session: new producer, positions re-read from the target.
     Restart {
         /// Short label for the metric and log.
@@ -299,6 +302,7 @@ impl LaneWorker {
             };
             match end {
                 SessionEnd::Shutdown | SessionEnd::Moved => return Ok(()),
+                SessionEnd::AllStopped => {}
                 SessionEnd::Repartitioned => {
                     tracing::info!(lane = %self.lane, "the lane's partitions changed; starting a session with all of them")
                 }
@@ -365,6 +369,7 @@ impl LaneWorker {
             self.lane.internal_partition(),
             start_hint,
             call_timeout(&self.settings),
+            &|| self.health.progress(self.lane),
         )
     }
 
@@ -458,6 +463,8 @@ impl LaneWorker {
         };
         let mut cursors = Vec::with_capacity(partitions.len());
         for partition in partitions {
+            // Thousands of partitions may take a while to open.
+            self.health.progress(self.lane);
             let lineage = match ids.lineage(&partition.topic, &settings.source_cluster_id) {
                 Ok(lineage) => lineage,
                 Err(detail) => return Ok(SessionEnd::restart("topic_ids", detail)),
@@ -478,7 +485,7 @@ impl LaneWorker {
             }
         }
         if cursors.is_empty() {
-            return Ok(SessionEnd::Repartitioned);
+            return Ok(SessionEnd::AllStopped);
         }
 
         let mut session = LaneSession::new(

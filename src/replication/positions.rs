@@ -96,6 +96,7 @@ pub fn read_lane_positions(
     partition: i32,
     start_hint: Option<i64>,
     stall_limit: Duration,
+    on_progress: &dyn Fn(),
 ) -> Result<LanePositions, ResumeError> {
     let kafka = |e| ResumeError::Kafka {
         topic: position_topic.to_string(),
@@ -110,6 +111,7 @@ pub fn read_lane_positions(
     }
     let reader = partition_reader(target, position_topic, partition, start).map_err(kafka)?;
     let mut end = ReadToEnd::new(position_topic, partition, start, high, stall_limit);
+    let mut until_report = PROGRESS_EVERY;
     loop {
         // Done once the reader's position passed the high watermark taken
         // above: every record below it was committed or aborted by then.
@@ -120,6 +122,12 @@ pub fn read_lane_positions(
             continue;
         };
         let offset = message.offset();
+        // A long history is read while the lane's liveness is watched.
+        until_report -= 1;
+        if until_report == 0 {
+            on_progress();
+            until_report = PROGRESS_EVERY;
+        }
         let record =
             ProgressRecord::decode(message.payload().unwrap_or_default()).map_err(|e| {
                 ResumeError::Corrupt {
@@ -137,6 +145,10 @@ pub fn read_lane_positions(
         );
     }
 }
+
+/// How many position records a resume read takes between two liveness
+/// reports.
+const PROGRESS_EVERY: u64 = 10_000;
 
 /// A read up to a high watermark that fails after `stall_limit` without
 /// progress, however long the read takes overall.
@@ -376,7 +388,7 @@ mod tests {
             "positions",
             &[(ProgressRecord::key(&source), record.encode())],
         );
-        let read = || read_lane_positions(&connection, "positions", 0, None, TIMEOUT);
+        let read = || read_lane_positions(&connection, "positions", 0, None, TIMEOUT, &|| {});
         let found = read().unwrap();
         assert_eq!(found.latest[&source].record, record);
 

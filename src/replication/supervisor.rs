@@ -35,6 +35,9 @@ use crate::topics::target::{
 /// partitions) are logged as one line, each partition at debug level.
 const JOIN_LOG_LIMIT: usize = 64;
 
+/// How often the run checks that no lane is stuck (see [`RunError::Stalled`]).
+const STALL_CHECK_INTERVAL: Duration = Duration::from_secs(5);
+
 /// Everything the supervisor needs besides the worker settings.
 #[derive(Debug)]
 pub struct SupervisorSettings {
@@ -75,6 +78,8 @@ pub enum RunError {
     Join(#[from] MembershipError),
     #[error("{0}")]
     Membership(String),
+    #[error("{0}: a call into librdkafka has not returned (it can wait without end for a lost transaction coordinator, librdkafka #5456). Stopping, so that a restart resumes every lane from the target's committed positions")]
+    Stalled(String),
 }
 
 /// Runs replication until shutdown is requested, a lane fails for good, or
@@ -112,6 +117,12 @@ pub async fn run(
         shutdown.clone(),
     ));
 
+    let (stall_tx, mut stalled) = mpsc::channel(1);
+    tokio::spawn(watch_stalls(
+        Arc::clone(&health),
+        shutdown.clone(),
+        stall_tx,
+    ));
     while !shutdown.requested() {
         if tokio::time::Instant::now() >= next_refresh {
             next_refresh = tokio::time::Instant::now() + settings.refresh_interval;
@@ -125,7 +136,8 @@ pub async fn run(
                     }
                     by_lane.clear();
                     let new = partitions.iter().filter(|p| !known.contains(*p)).count();
-                    if new > JOIN_LOG_LIMIT {
+                    let summarised = new > JOIN_LOG_LIMIT;
+                    if summarised {
                         tracing::info!(
                             partitions = new,
                             lanes = layout.lanes(),
@@ -135,7 +147,7 @@ pub async fn run(
                     for partition in partitions {
                         let lane = layout.lane_of(&partition);
                         if known.insert(partition.clone()) {
-                            if new > JOIN_LOG_LIMIT {
+                            if summarised {
                                 tracing::debug!(%partition, %lane, "partition joins its lane");
                             } else {
                                 tracing::info!(%partition, %lane, "partition joins its lane");
@@ -229,6 +241,10 @@ pub async fn run(
 
         tokio::select! {
             _ = tokio::time::sleep_until(next_refresh) => {}
+            Some(stuck) = stalled.recv() => {
+                first_error = Some(RunError::Stalled(stuck));
+                break;
+            }
             _ = shutdown.wait() => {}
             _ = ownership.changed() => {}
             Some((lane, result)) = done_rx.recv() => {
@@ -291,6 +307,32 @@ pub async fn run(
         Some(e) => Err(e),
         None if !stopped.is_empty() => Err(RunError::PartitionsStopped(stopped.summary())),
         None => Ok(()),
+    }
+}
+
+/// The watchdog behind `/healthz`, for runs no orchestrator probes: names
+/// the lanes stuck past the stall limit (longer than any Kafka call may
+/// take), so that the run ends, which is safe at any instant. Ends at
+/// shutdown.
+async fn watch_stalls(health: Arc<Health>, shutdown: Shutdown, stalled: mpsc::Sender<String>) {
+    let mut checked = Instant::now();
+    loop {
+        tokio::select! {
+            _ = tokio::time::sleep(STALL_CHECK_INTERVAL) => {}
+            _ = shutdown.wait() => return,
+        }
+        let now = Instant::now();
+        // A process frozen (SIGSTOP, a paused VM) or starved for a while
+        // gave its lanes no chance either: their stall clocks restart.
+        if now.duration_since(checked) > STALL_CHECK_INTERVAL * 3 {
+            health.resumed_after_pause(now);
+        }
+        checked = now;
+        let live = health.liveness(now);
+        if !live.healthy {
+            let _ = stalled.send(live.text.trim_end().replace('\n', "; ")).await;
+            return;
+        }
     }
 }
 

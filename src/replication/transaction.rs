@@ -109,7 +109,7 @@ impl TransactionalProducer {
     /// Waits until every record sent so far has its delivery report, and
     /// takes the reports.
     pub fn flush(&self) -> Result<Vec<Delivery>, TxnFailure> {
-        self.drain_in_flight()
+        self.drain_in_flight(self.call_timeout)
             .map_err(|e| TxnFailure::from_kafka("flushing copies", &e))?;
         Ok(self.producer.context().drain())
     }
@@ -130,9 +130,10 @@ impl TransactionalProducer {
     /// outstanding. Not rust-rdkafka's `flush`, which waits for reports in
     /// slices of 100 ms that never end early (measured at 8 partitions: 200
     /// of a 230 ms transaction), nor its `poll` with a short timeout, which
-    /// spins through the last millisecond of every slice.
-    fn drain_in_flight(&self) -> Result<(), KafkaError> {
-        let deadline = Instant::now() + self.call_timeout;
+    /// spins through the last millisecond of every slice. Gives up after
+    /// `limit`.
+    fn drain_in_flight(&self, limit: Duration) -> Result<(), KafkaError> {
+        let deadline = Instant::now() + limit;
         // With no time to wait, librdkafka's flush only wakes the brokers to
         // send what lingers and says whether anything is left. Once: every
         // wake-up makes each broker thread scan all its partitions' queues.
@@ -165,7 +166,7 @@ impl TransactionalProducer {
             // Drained first, so rust-rdkafka's own flush inside
             // `commit_transaction` finds nothing to wait for.
             let committed = self
-                .drain_in_flight()
+                .drain_in_flight(self.call_timeout)
                 .and_then(|()| self.producer.commit_transaction(self.call_timeout));
             match committed {
                 Ok(()) => {
@@ -197,11 +198,8 @@ impl TransactionalProducer {
     pub fn abort(&self) -> Result<(), KafkaError> {
         self.producer
             .purge(PurgeConfig::default().queue().inflight());
-        let until = Instant::now() + PURGE_WAIT;
-        while self.producer.in_flight_count() > 0 && Instant::now() < until {
-            self.producer.poll(Duration::from_millis(10));
-        }
-        self.producer.poll(Duration::ZERO);
+        // Past the wait the abort itself waits out what is left.
+        let _ = self.drain_in_flight(PURGE_WAIT);
         self.producer.context().drain();
         self.producer.abort_transaction(self.call_timeout)
     }
