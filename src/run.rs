@@ -274,7 +274,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     if let Some(groups) = groups_sync {
         let sync = GroupSync {
             groups,
-            interval: Duration::from_secs(args.groups_sync_interval_secs),
+            interval: args.groups_sync_interval(),
             topics: supervisor_settings.filter.clone(),
             source: Cluster {
                 name: "source",

@@ -73,3 +73,10 @@ pub enum ReportFormat {
     Text,
     Json,
 }
+
+/// Parses a byte size for a `*.bytes` option: a number with an optional
+/// unit, as the throttle takes them (`33554432`, `32MiB`, `64MB`).
+pub fn parse_size(text: &str) -> Result<usize, String> {
+    let bytes = crate::replication::throttle::parse_bytes(text)?;
+    usize::try_from(bytes).map_err(|_| format!("{text:?} is too large for this machine"))
+}

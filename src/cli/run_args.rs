@@ -3,11 +3,13 @@
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::time::Duration;
 
 use clap::Args;
 
 use super::common::{ConnectionArgs, TopicArgs};
 
+use super::common::parse_size;
 use crate::replication::lane::GapPolicy;
 use crate::replication::throttle::{parse_bytes, parse_count};
 
@@ -67,12 +69,24 @@ pub struct RunArgs {
     pub batch_max_records: usize,
 
     /// Most key+value+header bytes per transaction (of a lane).
-    #[arg(long = "batch.max.bytes", env = "EOSMIRROR_BATCH_MAX_BYTES", default_value_t = 32 << 20)]
+    #[arg(
+        long = "batch.max.bytes",
+        env = "EOSMIRROR_BATCH_MAX_BYTES",
+        value_name = "BYTES",
+        default_value = "32MiB",
+        value_parser = parse_size
+    )]
     pub batch_max_bytes: usize,
 
     /// Bound on buffered record bytes across all partitions (consumer
     /// prefetch plus producer queues), split evenly between lanes.
-    #[arg(long = "max.memory.bytes", env = "EOSMIRROR_MAX_MEMORY_BYTES", default_value_t = 128 << 20)]
+    #[arg(
+        long = "max.memory.bytes",
+        env = "EOSMIRROR_MAX_MEMORY_BYTES",
+        value_name = "BYTES",
+        default_value = "128MiB",
+        value_parser = parse_size
+    )]
     pub max_memory_bytes: usize,
 
     /// Transaction timeout (ms): how long the target keeps a stalled
@@ -231,10 +245,93 @@ pub struct RunArgs {
     )]
     pub groups_sync: Option<String>,
 
-    /// Seconds between group sync rounds.
-    #[arg(long = "groups.sync.interval.secs", env = "EOSMIRROR_GROUPS_SYNC_INTERVAL_SECS", default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..))]
-    pub groups_sync_interval_secs: u64,
+    /// Time between group sync rounds (ms).
+    #[arg(
+        long = "groups.sync.interval.ms",
+        env = "EOSMIRROR_GROUPS_SYNC_INTERVAL_MS",
+        default_value_t = 10_000,
+        value_parser = clap::value_parser!(u64).range(100..)
+    )]
+    pub groups_sync_interval_ms: u64,
+
+    /// The same in seconds: the name of earlier versions, kept so their
+    /// command lines still work.
+    #[arg(
+        long = "groups.sync.interval.secs",
+        env = "EOSMIRROR_GROUPS_SYNC_INTERVAL_SECS",
+        value_parser = clap::value_parser!(u64).range(1..),
+        conflicts_with = "groups_sync_interval_ms",
+        hide = true
+    )]
+    pub groups_sync_interval_secs: Option<u64>,
 
     #[command(flatten)]
     pub mirrormaker: super::mirrormaker::MirrorMakerFlags,
+}
+
+impl RunArgs {
+    /// The time between group sync rounds, from whichever name was given.
+    pub fn groups_sync_interval(&self) -> Duration {
+        match self.groups_sync_interval_secs {
+            Some(secs) => Duration::from_secs(secs),
+            None => Duration::from_millis(self.groups_sync_interval_ms),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use crate::cli::{Cli, Command};
+
+    fn run_args(extra: &[&str]) -> Result<super::RunArgs, clap::Error> {
+        let mut args = vec![
+            "eosmirror",
+            "run",
+            "--consumer.config",
+            "c",
+            "--producer.config",
+            "p",
+            "--include",
+            "t",
+        ];
+        args.extend_from_slice(extra);
+        match Cli::try_parse_from(args)?.command {
+            Command::Run(run) => Ok(*run),
+            _ => unreachable!("parsed a run command"),
+        }
+    }
+
+    #[test]
+    fn byte_sizes_take_units() {
+        let run = run_args(&["--max.memory.bytes", "256MiB", "--batch.max.bytes", "5MB"]).unwrap();
+        assert_eq!(run.max_memory_bytes, 256 << 20);
+        assert_eq!(run.batch_max_bytes, 5_000_000);
+        let defaults = run_args(&[]).unwrap();
+        assert_eq!(defaults.max_memory_bytes, 128 << 20);
+        assert_eq!(defaults.batch_max_bytes, 32 << 20);
+        let error = run_args(&["--max.memory.bytes", "12 parsecs"])
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("unknown unit"), "{error}");
+    }
+
+    #[test]
+    fn the_group_sync_interval_takes_ms_or_the_old_seconds() {
+        let interval = |extra: &[&str]| run_args(extra).unwrap().groups_sync_interval();
+        assert_eq!(interval(&[]), std::time::Duration::from_secs(10));
+        assert_eq!(
+            interval(&["--groups.sync.interval.ms", "2500"]).as_millis(),
+            2500
+        );
+        assert_eq!(interval(&["--groups.sync.interval.secs", "3"]).as_secs(), 3);
+        let both = [
+            "--groups.sync.interval.ms",
+            "2500",
+            "--groups.sync.interval.secs",
+            "3",
+        ];
+        assert!(run_args(&both).is_err());
+    }
 }

@@ -49,7 +49,13 @@ pub struct VerifyArgs {
     pub parallelism: u16,
 
     /// Bound on prefetched record bytes across all readers.
-    #[arg(long = "max.memory.bytes", env = "EOSMIRROR_MAX_MEMORY_BYTES", default_value_t = 64 << 20)]
+    #[arg(
+        long = "max.memory.bytes",
+        env = "EOSMIRROR_MAX_MEMORY_BYTES",
+        value_name = "BYTES",
+        default_value = "64MiB",
+        value_parser = super::common::parse_size
+    )]
     pub max_memory_bytes: usize,
 
     /// Longest a read may make no progress before verify gives up (ms), e.g.

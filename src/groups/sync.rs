@@ -222,7 +222,7 @@ impl GroupSync {
         if elapsed > self.interval {
             tracing::warn!(
                 groups = synced,
-                "a group sync round took {elapsed:?}, longer than --groups.sync.interval.secs"
+                "a group sync round took {elapsed:?}, longer than --groups.sync.interval.ms"
             );
         }
         Ok(last_applied)

@@ -101,7 +101,7 @@ pub struct ThrottleFileError {
     pub reason: String,
 }
 
-/// Parses a byte rate: an integer or decimal number with an optional unit,
+/// Parses a number of bytes (a rate or a size): an integer or decimal number with an optional unit,
 /// `K`/`KB`, `M`/`MB`, `G`/`GB` (powers of 1000) or `KiB`, `MiB`, `GiB`
 /// (powers of 1024), case-insensitive: `1000000`, `5MB`, `512KiB`, `1.5M`.
 pub fn parse_bytes(text: &str) -> Result<u64, String> {
@@ -126,12 +126,10 @@ pub fn parse_bytes(text: &str) -> Result<u64, String> {
     };
     let value: f64 = number
         .parse()
-        .map_err(|_| format!("{t:?} is not a byte rate (use e.g. 1000000, 5MB or 512KiB)"))?;
+        .map_err(|_| format!("{t:?} is not a number of bytes (use e.g. 1000000, 5MB or 512KiB)"))?;
     let bytes = (value * factor as f64).round();
     if !(bytes >= 1.0 && bytes < u64::MAX as f64) {
-        return Err(format!(
-            "{t:?} must be at least 1 byte/s (leave the limit out for none)"
-        ));
+        return Err(format!("{t:?} must be at least 1 byte"));
     }
     Ok(bytes as u64)
 }
