@@ -117,6 +117,34 @@ fn fenced_restarts(output: &str) -> Vec<&str> {
         .collect()
 }
 
+/// How long after its last log line about a lane the zombie's requests
+/// for it may still arrive.
+const ZOMBIE_SLACK_SECS: f64 = 3.0;
+
+/// Most fences of one lane allowed from a thawed zombie's one
+/// init_transactions call (with librdkafka's retries inside it): seen up to
+/// three; a loop of mutual fencing would be many more.
+const MAX_ZOMBIE_FENCES: usize = 5;
+
+/// The `lane=lane-<k>` field of a log line.
+fn lane_of(line: &str) -> Option<&str> {
+    line.split_whitespace()
+        .find(|w| w.starts_with("lane=lane-"))
+}
+
+/// A log line's time (`2026-12-01T09:28:25.918877Z ...`) in seconds since
+/// the start of its month: enough to compare lines of one test.
+fn log_seconds(line: &str) -> Option<f64> {
+    let stamp = line.split_whitespace().next()?.strip_suffix('Z')?;
+    let (date, time) = stamp.split_once('T')?;
+    let day: f64 = date.rsplit('-').next()?.parse().ok()?;
+    let mut parts = time.split(':');
+    let hours: f64 = parts.next()?.parse().ok()?;
+    let minutes: f64 = parts.next()?.parse().ok()?;
+    let seconds: f64 = parts.next()?.parse().ok()?;
+    Some(((day * 24.0 + hours) * 60.0 + minutes) * 60.0 + seconds)
+}
+
 /// The lines of an instance's output about lanes changing hands.
 fn ownership_history(output: &str) -> String {
     output
@@ -223,32 +251,62 @@ fn a_fleet_shares_lanes_through_kill_freeze_scale_out_and_scale_in() {
             tail(&i.mirror.output(), 40)
         );
     }
-    // No fencing back and forth. The one fence a zombie can still deal is
-    // an init_transactions it had sent (or queued) for a lane it owned
-    // before it froze, delivered after the thaw: at most once per lane.
+    // No fencing back and forth. What a zombie can still do is finish the
+    // init_transactions it had sent (or queued) for a lane it owned before
+    // it froze: delivered after the thaw, and retried by librdkafka inside
+    // that one call, it can fence the new owner (seen: up to three times
+    // within 1.5 s) until the call returns and the zombie's lane learns from
+    // the group that it lost the lane. So every fence of a lane is dealt
+    // while the zombie was still at that lane, never after, and a few at
+    // most (a loop of mutual fencing would be many).
+    let zombie = b.mirror.output();
     for i in [&c, &d] {
         let output = i.mirror.output();
         let fenced = fenced_restarts(&output);
-        let mut per_lane: BTreeMap<&str, usize> = BTreeMap::new();
+        let mut per_lane: BTreeMap<Option<&str>, usize> = BTreeMap::new();
         for line in &fenced {
-            let lane = line
-                .split_whitespace()
-                .find(|w| w.starts_with("lane=lane-"))
-                .unwrap_or("lane=?");
-            *per_lane.entry(lane).or_default() += 1;
+            *per_lane.entry(lane_of(line)).or_default() += 1;
         }
         assert!(
-            per_lane.values().all(|&n| n <= 1),
-            "{} was fenced more than once in a lane:\n{}\nOwnership changes and sessions:\n{}",
+            per_lane.values().all(|&n| n <= MAX_ZOMBIE_FENCES),
+            "{} was fenced more than {MAX_ZOMBIE_FENCES} times in a lane:\n{}",
             i.name,
-            fenced.join("\n"),
+            fenced.join("\n")
+        );
+        let late: Vec<&str> = fenced
+            .iter()
+            .copied()
+            .filter(|line| {
+                let lane = lane_of(line);
+                let zombie_left = zombie
+                    .lines()
+                    .filter(|l| lane_of(l) == lane)
+                    .filter_map(log_seconds)
+                    .fold(None, |last: Option<f64>, t| {
+                        Some(last.map_or(t, |l| l.max(t)))
+                    });
+                match (zombie_left, log_seconds(line)) {
+                    (Some(left), Some(at)) => at > left + ZOMBIE_SLACK_SECS,
+                    _ => true,
+                }
+            })
+            .collect();
+        assert!(
+            late.is_empty(),
+            "{} was fenced in a lane after the thawed zombie had left it:\n{}\nOwnership changes and sessions:\n{}",
+            i.name,
+            late.join("\n"),
             [&a, &b, &c, &d]
                 .iter()
                 .map(|i| format!("{}:\n{}", i.name, ownership_history(&i.mirror.output())))
                 .collect::<Vec<_>>()
                 .join("\n")
         );
-        eprintln!("{} fenced by the thawed zombie: {per_lane:?}", i.name);
+        eprintln!(
+            "{} fenced by the thawed zombie {} time(s)",
+            i.name,
+            fenced.len()
+        );
     }
     assert_exact_copy(&bed.source, &bed.target, &topic);
 }
