@@ -339,11 +339,12 @@ impl LaneWorker {
     /// Whether this lane may (re)initialise: the group confirms it is this
     /// instance's (invariant 4). False when it moved, or on stop.
     fn owned(&self) -> bool {
-        match self
-            .tenure
-            .membership
-            .confirm(self.lane, self.position_end(), &self.tenure.stop)
-        {
+        match self.tenure.membership.confirm(
+            self.lane,
+            self.position_end(),
+            &self.tenure.stop,
+            &|| self.health.progress(self.lane),
+        ) {
             Confirmation::Owned => true,
             Confirmation::NotOwned => {
                 tracing::info!(lane = %self.lane, "the fleet's group gave this lane to another instance; this one stops touching it");

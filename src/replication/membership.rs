@@ -404,8 +404,15 @@ impl Membership {
     }
 
     /// Invariant 3: whether `lane` is this instance's, confirmed by the
-    /// coordinator. Waits out rebalances (until `stop` is set).
-    pub fn confirm(&self, lane: Lane, position_end: i64, stop: &AtomicBool) -> Confirmation {
+    /// coordinator. Waits out rebalances (until `stop` is set), calling
+    /// `retrying` after each refused attempt.
+    pub fn confirm(
+        &self,
+        lane: Lane,
+        position_end: i64,
+        stop: &AtomicBool,
+        retrying: &dyn Fn(),
+    ) -> Confirmation {
         let mut last_warning: Option<Instant> = None;
         loop {
             if stop.load(Ordering::SeqCst) || self.stop.load(Ordering::SeqCst) {
@@ -438,6 +445,8 @@ impl Membership {
                 last_warning = Some(Instant::now());
                 tracing::info!(%lane, error = %error, "waiting for the fleet's group to confirm this instance still owns the lane");
             }
+            // Waiting out an unreachable coordinator is not a stuck lane.
+            retrying();
             std::thread::sleep(CONFIRM_RETRY);
         }
     }
