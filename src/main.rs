@@ -57,10 +57,7 @@ fn execute(command: Command, runtime: &tokio::runtime::Runtime, json: bool) -> E
     match command {
         Command::Run(args) => match runtime.block_on(eosmirror::run::run(*args)) {
             Ok(()) => ExitCode::SUCCESS,
-            Err(e) => {
-                say(json, format!("eosmirror: error: {}", one_line(&e)));
-                ExitCode::FAILURE
-            }
+            Err(e) => fail(json, &e),
         },
         Command::Verify(args) => {
             let format = args.format;

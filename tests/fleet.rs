@@ -282,9 +282,7 @@ fn a_fleet_shares_lanes_through_kill_freeze_scale_out_and_scale_in() {
                     .lines()
                     .filter(|l| lane_of(l) == lane)
                     .filter_map(log_seconds)
-                    .fold(None, |last: Option<f64>, t| {
-                        Some(last.map_or(t, |l| l.max(t)))
-                    });
+                    .max_by(f64::total_cmp);
                 match (zombie_left, log_seconds(line)) {
                     (Some(left), Some(at)) => at > left + ZOMBIE_SLACK_SECS,
                     _ => true,

@@ -27,7 +27,7 @@ use std::time::{Duration, Instant};
 use eosmirror::failpoints;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use support::mirror::{
-    assert_exact_copy, copy_differences, count_committed, tail, Mirror, MirrorSetup,
+    assert_exact_copy, copy_differences, count_committed, error_line, tail, Mirror, MirrorSetup,
 };
 use support::proxy::Proxy;
 use support::{bed, unique_name, Isolation, ReadRecord, TestRecord, TxnOutcome};
@@ -329,14 +329,19 @@ fn crash_and_recover(point: &str, skip: u32) {
     write_block(&case.topic, "a", 600);
     let mut mirror = case.start_crashing(point, skip, &[]);
     assert_crashed_at(&mut mirror, point);
+    restart_with_more_data(&case);
+    assert_exact_translation(&case);
+}
 
+/// After a run that ended abnormally: more source data, a restart without
+/// crash points that resumes after the committed batches, and an exact copy.
+fn restart_with_more_data(case: &Case) {
     write_block(&case.topic, "b", 600);
     let mut mirror = case.start(&[]);
-    wait_caught_up(&case, &mut mirror);
+    wait_caught_up(case, &mut mirror);
     assert_resumed_after_commits(&mirror);
     stop_cleanly(&mut mirror);
     assert_exact_copy(&bed().source, &bed().target, &case.topic);
-    assert_exact_translation(&case);
 }
 
 // Hits are counted over the 3 lanes, and each lane's batches are
@@ -423,9 +428,7 @@ fn a_lane_stuck_in_a_call_ends_the_run() {
         "exit code of a stalled run; output tail:\n{}",
         tail(&output, 30)
     );
-    let error = output
-        .lines()
-        .find(|l| l.starts_with("eosmirror: error:"))
+    let error = error_line(&output)
         .unwrap_or_else(|| panic!("no error line; output tail:\n{}", tail(&output, 30)));
     for needle in [
         "made no progress",
@@ -436,13 +439,7 @@ fn a_lane_stuck_in_a_call_ends_the_run() {
         assert!(error.contains(needle), "{needle:?} missing from: {error}");
     }
     eprintln!("a stuck lane ended the run after {took:?}: {error}");
-
-    write_block(&case.topic, "b", 600);
-    let mut mirror = case.start(&[]);
-    wait_caught_up(&case, &mut mirror);
-    assert_resumed_after_commits(&mirror);
-    stop_cleanly(&mut mirror);
-    assert_exact_copy(&bed().source, &bed().target, &case.topic);
+    restart_with_more_data(&case);
 }
 
 /// An instance killed mid-copy (SIGKILL, transactions open); the next one

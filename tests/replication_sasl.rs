@@ -68,10 +68,8 @@ fn a_wrong_password_is_named_and_nothing_is_written() {
     fs::write(&setup.producer_config, java_sasl_properties(sasl, wrong)).unwrap();
     let (code, output) = setup.run_to_exit(&topic, &["--log", "trace"], Duration::from_secs(90));
     assert_ne!(code, 0, "{output}");
-    let error = output
-        .lines()
-        .find(|l| l.starts_with("eosmirror: error:"))
-        .unwrap_or_else(|| panic!("no error line:\n{output}"));
+    let error =
+        support::mirror::error_line(&output).unwrap_or_else(|| panic!("no error line:\n{output}"));
     assert!(error.contains("cannot reach the target cluster"), "{error}");
     assert!(error.to_lowercase().contains("authentication"), "{error}");
     assert!(error.contains("credentials"), "{error}");

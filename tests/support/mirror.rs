@@ -428,6 +428,11 @@ pub fn count_committed(cluster: &Cluster, topic: &str) -> BTreeMap<i32, usize> {
         .collect()
 }
 
+/// The `eosmirror: error:` line that ends a failed run's output.
+pub fn error_line(output: &str) -> Option<&str> {
+    output.lines().find(|l| l.starts_with("eosmirror: error:"))
+}
+
 pub fn tail(text: &str, lines: usize) -> String {
     let all: Vec<&str> = text.lines().collect();
     all[all.len().saturating_sub(lines)..].join("\n")
