@@ -1099,17 +1099,20 @@ impl<'w> LaneSession<'w> {
             {
                 break;
             }
-            let Some(remaining) = limits.commit_interval.checked_sub(started.elapsed()) else {
+            let Some(mut remaining) = limits.commit_interval.checked_sub(started.elapsed()) else {
                 break;
             };
             // Throttled inside a transaction: wait at most until it would
             // end anyway, then commit what it has.
-            if !throttle.wait_ready(remaining, &self.worker.tenure.stop) {
-                break;
+            if throttle.is_limited() {
+                if !throttle.wait_ready(remaining, &self.worker.tenure.stop) {
+                    break;
+                }
+                let Some(left) = limits.commit_interval.checked_sub(started.elapsed()) else {
+                    break;
+                };
+                remaining = left;
             }
-            let Some(remaining) = limits.commit_interval.checked_sub(started.elapsed()) else {
-                break;
-            };
             match next_record(consumer, lane, &self.last_source_warning, remaining)? {
                 Some(m) => message = m,
                 None => break,
@@ -1117,18 +1120,37 @@ impl<'w> LaneSession<'w> {
         }
 
         crash_point!(failpoints::LANE_AFTER_SEND);
+        let filled = Instant::now();
+        let copied = self.slots.len();
         // The lineage check's requests go out after the batch's last fetch
         // and are answered while the copies flush.
         let lineage = self.request_lineage();
         let copies = self.collect_copies()?;
+        let flushed = Instant::now();
         crash_point!(failpoints::LANE_AFTER_FLUSH);
         self.check_lineage(lineage)?;
+        let checked = Instant::now();
         let records = self.progress_records(copies)?;
         self.send_progress(&records)?;
         crash_point!(failpoints::LANE_AFTER_PROGRESS);
         self.fence()?;
+        let fenced = Instant::now();
         let reports = self.producer.commit()?;
         crash_point!(failpoints::LANE_AFTER_COMMIT);
+        // Where a transaction's time goes, for tuning and for finding a slow
+        // step (`--log eosmirror::replication=debug`).
+        tracing::debug!(
+            %lane,
+            records = copied,
+            partitions = records.len(),
+            bytes,
+            fill_ms = (filled - started).as_millis() as u64,
+            flush_ms = (flushed - filled).as_millis() as u64,
+            lineage_ms = (checked - flushed).as_millis() as u64,
+            fence_ms = (fenced - checked).as_millis() as u64,
+            commit_ms = fenced.elapsed().as_millis() as u64,
+            "transaction committed"
+        );
         self.committed(records, reports);
         Ok(BatchEnd::Committed)
     }

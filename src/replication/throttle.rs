@@ -288,6 +288,11 @@ impl Throttle {
         }
     }
 
+    /// Whether any limit is set: unlimited readers skip the clock reads.
+    pub fn is_limited(&self) -> bool {
+        self.active.load(Ordering::Relaxed)
+    }
+
     /// How long until reading may go on (zero: now).
     pub fn delay(&self) -> Duration {
         if !self.active.load(Ordering::Relaxed) {
@@ -306,6 +311,9 @@ impl Throttle {
     /// returning early (false) when `stop` is set. Returns whether reading
     /// may go on. Time spent waiting is counted in the metrics.
     pub fn wait_ready(&self, max: Duration, stop: &AtomicBool) -> bool {
+        if !self.is_limited() {
+            return true;
+        }
         let started = Instant::now();
         let ready = loop {
             let delay = self.delay();

@@ -44,6 +44,13 @@ const DRAIN_PAUSE: Duration = Duration::from_millis(1);
 /// Longest an abort waits for purged records' reports before aborting anyway.
 const PURGE_WAIT: Duration = Duration::from_secs(5);
 
+/// How long copies wait to fill a produce request unless the producer file
+/// says otherwise. Commits flush at once, so waiting costs no latency; at
+/// librdkafka's 5 ms the broker threads woke for small requests and took
+/// more CPU than the copying (measured at 200 B × 8 partitions: 4.5 instead
+/// of 9.2 CPU-seconds per 2M records, 260k instead of 201k records/s).
+const DEFAULT_LINGER_MS: &str = "50";
+
 /// A transactional producer of one lane.
 pub struct TransactionalProducer {
     producer: BaseProducer<DeliveryLog>,
@@ -60,8 +67,11 @@ impl TransactionalProducer {
         queue_kbytes: usize,
         call_timeout: Duration,
     ) -> Result<TransactionalProducer, KafkaError> {
+        let mut config = config.clone();
+        if config.get("linger.ms").is_none() && config.get("queue.buffering.max.ms").is_none() {
+            config.set("linger.ms", DEFAULT_LINGER_MS);
+        }
         let producer = config
-            .clone()
             .set("transactional.id", transactional_id)
             .set(
                 "transaction.timeout.ms",
