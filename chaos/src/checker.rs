@@ -369,7 +369,8 @@ pub fn compare_topic(
 
 /// Tails `topic` on one side until it holds at least `records` committed
 /// records in total, reading each record once; returns how long that took
-/// (including waiting for the topic to exist).
+/// (including waiting for the topic to exist). Read errors other than
+/// deleted records are reported and waited out until `limit`.
 pub fn wait_for_records(
     side: &Side,
     topic: &str,
@@ -409,7 +410,13 @@ pub fn wait_for_records(
         }
         match consumer.poll(Duration::from_millis(200)) {
             Some(Ok(_)) => seen += 1,
-            Some(Err(e)) => return Err(read_error(side.name, topic.to_string(), e)),
+            // librdkafka retries a broker that is down or slow by itself (a
+            // loaded single-node broker may fence itself for seconds); the
+            // deadline bounds the wait. Deleted records never come back.
+            Some(Err(e)) => match read_error(side.name, topic.to_string(), e) {
+                deleted @ CheckError::Deleted { .. } => return Err(deleted),
+                transient => eprintln!("eosmirror-chaos: {transient}; still waiting"),
+            },
             None => {}
         }
     }
