@@ -84,7 +84,7 @@ pub struct RunArgs {
         long = "max.memory.bytes",
         env = "EOSMIRROR_MAX_MEMORY_BYTES",
         value_name = "BYTES",
-        default_value = "128MiB",
+        default_value = "256MiB",
         value_parser = parse_size
     )]
     pub max_memory_bytes: usize,
@@ -309,7 +309,7 @@ mod tests {
         assert_eq!(run.max_memory_bytes, 256 << 20);
         assert_eq!(run.batch_max_bytes, 5_000_000);
         let defaults = run_args(&[]).unwrap();
-        assert_eq!(defaults.max_memory_bytes, 128 << 20);
+        assert_eq!(defaults.max_memory_bytes, 256 << 20);
         assert_eq!(defaults.batch_max_bytes, 32 << 20);
         let error = run_args(&["--max.memory.bytes", "12 parsecs"])
             .unwrap_err()

