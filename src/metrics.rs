@@ -105,3 +105,105 @@ pub fn group_synced(group: &str, age_seconds: f64, rereads: i64) {
     gauge!("eosmirror_group_translation_age_seconds", &labels).set(age_seconds);
     gauge!("eosmirror_group_rereads", &labels).set(rereads as f64);
 }
+
+/// Which of a lane's Kafka clients a librdkafka statistics report is from.
+#[derive(Debug, Clone, Copy)]
+pub struct KafkaClient {
+    /// `"source"` (the lane's consumer) or `"target"` (its transactional producer).
+    pub cluster: &'static str,
+    pub lane: Lane,
+}
+
+impl KafkaClient {
+    fn labels(&self) -> [(&'static str, String); 2] {
+        [
+            ("cluster", self.cluster.into()),
+            ("lane", self.lane.to_string()),
+        ]
+    }
+
+    fn broker_labels(&self, broker: i32) -> [(&'static str, String); 3] {
+        let [cluster, lane] = self.labels();
+        [cluster, lane, ("broker", broker.to_string())]
+    }
+}
+
+/// One broker connection of a client, as its last statistics report saw it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct BrokerGauges {
+    /// Whether the connection is up (librdkafka state `UP`).
+    pub up: bool,
+    /// Request round trips of the report's window, in seconds.
+    pub rtt_p50: f64,
+    pub rtt_p99: f64,
+    /// Requests waiting to be sent, and sent ones waiting for their response.
+    pub requests_queued: u64,
+    pub requests_in_flight: u64,
+}
+
+pub fn kafka_broker(client: KafkaClient, broker: i32, gauges: &BrokerGauges) {
+    let labels = client.broker_labels(broker);
+    gauge!("eosmirror_kafka_broker_up", &labels).set(if gauges.up { 1.0 } else { 0.0 });
+    for (quantile, seconds) in [("0.5", gauges.rtt_p50), ("0.99", gauges.rtt_p99)] {
+        let [cluster, lane, broker] = labels.clone();
+        let labels = [cluster, lane, broker, ("quantile", quantile.to_string())];
+        gauge!("eosmirror_kafka_broker_rtt_seconds", &labels).set(seconds);
+    }
+    for (queue, requests) in [
+        ("queued", gauges.requests_queued),
+        ("in_flight", gauges.requests_in_flight),
+    ] {
+        let [cluster, lane, broker] = labels.clone();
+        let labels = [cluster, lane, broker, ("queue", queue.to_string())];
+        gauge!("eosmirror_kafka_broker_requests", &labels).set(requests as f64);
+    }
+}
+
+/// Connection errors since the previous report, by `kind`: `send`,
+/// `receive`, `timeout` (a request timed out) or `disconnect`.
+pub fn kafka_broker_errors(client: KafkaClient, broker: i32, kind: &'static str, count: u64) {
+    let [cluster, lane, broker] = client.broker_labels(broker);
+    let labels = [cluster, lane, broker, ("kind", kind.to_string())];
+    counter!("eosmirror_kafka_broker_errors_total", &labels).increment(count);
+}
+
+/// Bytes a client holds in its queues: records waiting to be produced
+/// (target) or fetched and not yet copied (source).
+pub fn kafka_queue_bytes(client: KafkaClient, bytes: u64) {
+    gauge!("eosmirror_kafka_queue_bytes", &client.labels()).set(bytes as f64);
+}
+
+/// The transaction states librdkafka reports (`rd_kafka_txn_state_names`).
+const TRANSACTION_STATES: [&str; 13] = [
+    "Init",
+    "WaitPID",
+    "ReadyNotAcked",
+    "Ready",
+    "InTransaction",
+    "BeginCommit",
+    "CommittingTransaction",
+    "CommitNotAcked",
+    "BeginAbort",
+    "AbortingTransaction",
+    "AbortedNotAcked",
+    "AbortableError",
+    "FatalError",
+];
+
+/// A lane producer's transaction state: 1 for `state`, 0 for the others,
+/// so the series of a replaced producer do not stay 1.
+pub fn kafka_transaction_state(lane: Lane, state: &str) {
+    let states = TRANSACTION_STATES.iter().copied();
+    for known in states.chain((!TRANSACTION_STATES.contains(&state)).then_some(state)) {
+        let labels = [("lane", lane.to_string()), ("state", known.to_string())];
+        let value = if known == state { 1.0 } else { 0.0 };
+        gauge!("eosmirror_kafka_transaction_state", &labels).set(value);
+    }
+}
+
+/// Producer ids (or epochs) the target assigned to a lane since the
+/// previous report: one per session; more mean fencing or epoch bumps.
+pub fn kafka_producer_id_assignments(lane: Lane, count: u64) {
+    counter!("eosmirror_kafka_producer_id_assignments_total", "lane" => lane.to_string())
+        .increment(count);
+}

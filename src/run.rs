@@ -249,6 +249,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         source_cluster_id: identity.source_cluster_id.clone(),
         throttle,
         start_over,
+        statistics_interval: args.statistics_interval(),
     });
     let tools = ToolConnection::new(&target_connection, &args.connection.producer_config);
     let supervisor_settings = SupervisorSettings {

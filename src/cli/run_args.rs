@@ -9,7 +9,7 @@ use clap::Args;
 
 use super::common::{ConnectionArgs, TopicArgs};
 
-use super::common::parse_size;
+use super::common::{parse_size, parse_statistics_interval};
 use crate::replication::lane::GapPolicy;
 use crate::replication::throttle::{parse_bytes, parse_count};
 
@@ -161,6 +161,18 @@ pub struct RunArgs {
     )]
     pub metrics_address: Option<SocketAddr>,
 
+    /// How often the lanes' Kafka clients report librdkafka statistics
+    /// (round trips, request queues, connection errors, transaction state)
+    /// to /metrics (ms; at least 15000, each report covers every partition;
+    /// 0 = off). Only with --metrics.address.
+    #[arg(
+        long = "statistics.interval.ms",
+        env = "EOSMIRROR_STATISTICS_INTERVAL_MS",
+        default_value_t = 30_000,
+        value_parser = parse_statistics_interval
+    )]
+    pub statistics_interval_ms: u64,
+
     /// How often a backfill (more than 10,000 records to copy) logs one
     /// progress line: copied of total, records/s, ETA (ms).
     #[arg(
@@ -277,6 +289,15 @@ impl RunArgs {
             None => Duration::from_millis(self.groups_sync_interval_ms),
         }
     }
+
+    /// How often lane clients report statistics: never when nothing serves
+    /// /metrics, so their cost is paid only where someone can read them.
+    pub fn statistics_interval(&self) -> Option<Duration> {
+        match (self.metrics_address, self.statistics_interval_ms) {
+            (Some(_), ms) if ms > 0 => Some(Duration::from_millis(ms)),
+            _ => None,
+        }
+    }
 }
 
 #[cfg(test)]
@@ -315,6 +336,25 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(error.contains("unknown unit"), "{error}");
+    }
+
+    #[test]
+    fn statistics_are_reported_only_to_a_metrics_endpoint_and_not_too_often() {
+        let interval = |extra: &[&str]| run_args(extra).unwrap().statistics_interval();
+        assert_eq!(interval(&[]), None, "no --metrics.address");
+        let served = ["--metrics.address", "127.0.0.1:9100"];
+        assert_eq!(interval(&served), Some(std::time::Duration::from_secs(30)));
+        let every_15s = [&served[..], &["--statistics.interval.ms", "15000"]].concat();
+        assert_eq!(
+            interval(&every_15s),
+            Some(std::time::Duration::from_secs(15))
+        );
+        let off = [&served[..], &["--statistics.interval.ms", "0"]].concat();
+        assert_eq!(interval(&off), None);
+        let error = run_args(&["--statistics.interval.ms", "1000"])
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("at least 15000, or 0 for none"), "{error}");
     }
 
     #[test]

@@ -218,6 +218,15 @@ static RULES: &[KeyRule] = &[
         PRODUCER,
         Action::Special(Handler::CompressionLevel),
     ),
+    row(
+        "statistics.interval.ms",
+        ALL,
+        Action::Owned {
+            allowed: &[],
+            why: "the lanes' librdkafka statistics are exported on /metrics; \
+                  set --statistics.interval.ms instead",
+        },
+    ),
     // Owned by eosmirror: exactly-once replication depends on them.
     row(
         "isolation.level",

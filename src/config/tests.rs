@@ -96,11 +96,24 @@ fn consumer_keys_pass_through_and_group_id_is_kept() {
 #[test]
 fn librdkafka_only_keys_pass_through() {
     let t = ok(
-        "ssl.ca.location=/x/ca.pem\nstatistics.interval.ms=1000\n",
+        "ssl.ca.location=/x/ca.pem\nsocket.nagle.disable=true\n",
         ClientRole::Consumer,
     );
     assert_eq!(t.get("ssl.ca.location"), Some("/x/ca.pem"));
-    assert_eq!(t.get("statistics.interval.ms"), Some("1000"));
+    assert_eq!(t.get("socket.nagle.disable"), Some("true"));
+}
+
+#[test]
+fn statistics_are_eosmirrors_to_set() {
+    let t = ok("statistics.interval.ms=1000\n", ClientRole::Producer);
+    assert!(
+        dropped(&t, "statistics.interval.ms")
+            .reason
+            .contains("--statistics.interval.ms"),
+        "{:?}",
+        t.dropped
+    );
+    assert_eq!(t.get("statistics.interval.ms"), None);
 }
 
 #[test]

@@ -13,6 +13,8 @@ use rdkafka::error::KafkaError;
 use rdkafka::message::Message;
 use rdkafka::producer::{DeliveryResult, ProducerContext};
 
+use super::client_stats::ClientStats;
+
 /// One delivery report: where the record of `slot` landed, or why it did not.
 #[derive(Debug, Clone)]
 pub struct Delivery {
@@ -22,19 +24,33 @@ pub struct Delivery {
 
 /// Producer context that records delivery reports for the lane thread to
 /// drain after each flush.
-#[derive(Default)]
 pub struct DeliveryLog {
     reports: Mutex<Vec<Delivery>>,
+    /// The producer's librdkafka statistics, when they are exported.
+    stats: Option<ClientStats>,
 }
 
 impl DeliveryLog {
+    pub fn new(stats: Option<ClientStats>) -> DeliveryLog {
+        DeliveryLog {
+            reports: Mutex::default(),
+            stats,
+        }
+    }
+
     /// Takes all reports received so far.
     pub fn drain(&self) -> Vec<Delivery> {
         std::mem::take(&mut *self.reports.lock().expect("delivery log poisoned"))
     }
 }
 
-impl ClientContext for DeliveryLog {}
+impl ClientContext for DeliveryLog {
+    fn stats_raw(&self, json: &[u8]) {
+        if let Some(stats) = &self.stats {
+            stats.record(json);
+        }
+    }
+}
 
 impl ProducerContext for DeliveryLog {
     type DeliveryOpaque = usize;

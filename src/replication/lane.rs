@@ -48,6 +48,7 @@ use rdkafka::producer::BaseRecord;
 use rdkafka::types::RDKafkaErrorCode;
 use rdkafka::{Offset, Timestamp, TopicPartitionList};
 
+use super::client_stats::{ClientStats, SourceConsumer, StatsContext};
 use super::errors::{classify, classify_code, Disposition};
 use super::failure::WorkerError;
 use super::layout::{Lane, Layout};
@@ -105,6 +106,9 @@ pub struct WorkerSettings {
     pub source_cluster_id: String,
     /// Bounds the source read rate of all lanes together.
     pub throttle: Arc<Throttle>,
+    /// How often the lanes' clients report librdkafka statistics to
+    /// `/metrics`; `None` when nothing serves them.
+    pub statistics_interval: Option<Duration>,
     /// Topics the operator allows to start over from the source's first
     /// record when the source or target topic was deleted and recreated
     /// (`--start.over`); any other recreated topic stops the run.
@@ -388,6 +392,13 @@ impl LaneWorker {
         }
     }
 
+    fn kafka_client(&self, cluster: &'static str) -> m::KafkaClient {
+        m::KafkaClient {
+            cluster,
+            lane: self.lane,
+        }
+    }
+
     fn transactional_id(&self) -> String {
         format!("{}.{}", self.settings.transactional_id_base, self.lane)
     }
@@ -398,12 +409,19 @@ impl LaneWorker {
         let settings = &*self.settings;
         let timeout = call_timeout(settings);
         let (version, partitions) = self.to_copy();
+        let mut target = settings.target.clone();
+        let stats = ClientStats::enable(
+            &mut target,
+            self.kafka_client("target"),
+            settings.statistics_interval,
+        );
         let producer = TransactionalProducer::create(
-            &settings.target,
+            &target,
             &self.transactional_id(),
             settings.transaction_timeout,
             self.budget.producer_queue_kbytes,
             timeout,
+            stats,
         )
         .map_err(|e| self.fatal(format!("creating the target producer: {e}")))?;
         if let Err(e) = producer.init() {
@@ -425,14 +443,18 @@ impl LaneWorker {
         // session's init: a foreign record from there on is a takeover.
         self.known_position.set(Some(found.high_watermark - 1));
 
-        let consumer: BaseConsumer = settings
-            .source
-            .clone()
-            .set(
-                "queued.max.messages.kbytes",
-                self.budget.consumer_prefetch_kbytes.to_string(),
-            )
-            .create()
+        let mut source = settings.source.clone();
+        source.set(
+            "queued.max.messages.kbytes",
+            self.budget.consumer_prefetch_kbytes.to_string(),
+        );
+        let stats = ClientStats::enable(
+            &mut source,
+            self.kafka_client("source"),
+            settings.statistics_interval,
+        );
+        let consumer: SourceConsumer = source
+            .create_with_context(StatsContext(stats))
             .map_err(|e| self.fatal(format!("creating the source consumer: {e}")))?;
         let target_watermarks = watermark_client(&settings.target_reader)
             .map_err(|e| self.fatal(format!("creating a target reader: {e}")))?;
@@ -748,7 +770,7 @@ enum BatchEnd {
 struct LaneSession<'w> {
     worker: &'w LaneWorker,
     producer: TransactionalProducer,
-    consumer: BaseConsumer,
+    consumer: SourceConsumer,
     /// A plain client of the target, for topic ids.
     target: BaseConsumer,
     cursors: Vec<Cursor>,
@@ -773,7 +795,7 @@ impl<'w> LaneSession<'w> {
     fn new(
         worker: &'w LaneWorker,
         producer: TransactionalProducer,
-        consumer: BaseConsumer,
+        consumer: SourceConsumer,
         target: BaseConsumer,
         cursors: Vec<Cursor>,
         version: u64,
@@ -1032,6 +1054,7 @@ impl<'w> LaneSession<'w> {
         // Throttled: no transaction is open yet, so waiting costs nothing
         // but time (bounded, so the session loop still checks lag).
         if !throttle.wait_ready(limits.idle_poll, &self.worker.tenure.stop) {
+            self.producer.serve_events();
             return Ok(BatchEnd::Idle);
         }
         self.forget_batch();
@@ -1039,6 +1062,7 @@ impl<'w> LaneSession<'w> {
         let consumer = &self.consumer;
         let Some(first) = next_record(consumer, lane, &self.last_source_warning, limits.idle_poll)?
         else {
+            self.producer.serve_events();
             return Ok(BatchEnd::Idle);
         };
         self.producer.begin()?;
@@ -1400,7 +1424,7 @@ impl<'w> LaneSession<'w> {
 /// Returns `Ok(None)` when `wait` passes without a record. A free function,
 /// so the record borrows only the consumer while the batch is updated.
 fn next_record<'c>(
-    consumer: &'c BaseConsumer,
+    consumer: &'c SourceConsumer,
     lane: Lane,
     last_warning: &Cell<Option<Instant>>,
     wait: Duration,
@@ -1458,7 +1482,7 @@ fn cursor_of(
 /// A partition's high watermark as last seen in the consumer's fetch
 /// responses: librdkafka's cached value, no request (a lane may have
 /// thousands of partitions). `None` until a fetch response arrived.
-fn cached_high_watermark(consumer: &BaseConsumer, partition: &SourcePartition) -> Option<i64> {
+fn cached_high_watermark(consumer: &SourceConsumer, partition: &SourcePartition) -> Option<i64> {
     let topic = CString::new(partition.topic.as_str()).ok()?;
     let (mut low, mut high) = (-1i64, -1i64);
     // SAFETY: the handle is valid while `consumer` lives, `topic` is a

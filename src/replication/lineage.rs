@@ -10,7 +10,7 @@ use std::collections::{BTreeSet, HashMap};
 use std::time::Duration;
 
 use eosmirror_state::SourcePartition;
-use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext};
 
 use super::failure::WorkerError;
 use super::progress::Lineage;
@@ -58,9 +58,9 @@ impl PendingTopicIds {
 impl TopicIds {
     /// Asks both clusters for the ids of `topics` (one request each, sent
     /// at once).
-    pub fn request(
-        source: &BaseConsumer,
-        target: &BaseConsumer,
+    pub fn request<S: ConsumerContext, T: ConsumerContext>(
+        source: &BaseConsumer<S>,
+        target: &BaseConsumer<T>,
         topics: &BTreeSet<&str>,
         timeout: Duration,
     ) -> PendingTopicIds {

@@ -15,6 +15,7 @@ use rdkafka::producer::{BaseProducer, BaseRecord, Producer, PurgeConfig};
 use rdkafka::types::RDKafkaErrorCode;
 use rdkafka::TopicPartitionList;
 
+use super::client_stats::ClientStats;
 use super::delivery::{Delivery, DeliveryLog};
 use super::errors::{classify, classify_code, Disposition};
 use crate::failpoints::{self, crash_point};
@@ -66,6 +67,7 @@ impl TransactionalProducer {
         transaction_timeout: Duration,
         queue_kbytes: usize,
         call_timeout: Duration,
+        stats: Option<ClientStats>,
     ) -> Result<TransactionalProducer, KafkaError> {
         let mut config = config.clone();
         if config.get("linger.ms").is_none() && config.get("queue.buffering.max.ms").is_none() {
@@ -78,7 +80,7 @@ impl TransactionalProducer {
                 transaction_timeout.as_millis().to_string(),
             )
             .set("queue.buffering.max.kbytes", queue_kbytes.to_string())
-            .create_with_context(DeliveryLog::default())?;
+            .create_with_context(DeliveryLog::new(stats))?;
         Ok(TransactionalProducer {
             producer,
             call_timeout,
@@ -95,6 +97,13 @@ impl TransactionalProducer {
         self.producer
             .begin_transaction()
             .map_err(|e| TxnFailure::from_kafka("begin_transaction", &e))
+    }
+
+    /// Serves what the producer queued for the application (statistics,
+    /// errors) while the lane is idle: between transactions nothing else
+    /// polls it, and its queue would grow with every report.
+    pub fn serve_events(&self) {
+        self.producer.poll(Duration::ZERO);
     }
 
     /// Sends one record of the open transaction; waits (serving delivery

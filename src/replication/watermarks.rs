@@ -12,7 +12,7 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use eosmirror_state::SourcePartition;
-use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext};
 use rdkafka::{Offset, TopicPartitionList};
 
 /// Low and high watermark of each partition asked about.
@@ -20,8 +20,8 @@ pub type Watermarks = HashMap<SourcePartition, (i64, i64)>;
 
 /// The watermarks of every partition in `partitions`; an error names the
 /// first partition without an answer.
-pub fn fetch_all(
-    client: &BaseConsumer,
+pub fn fetch_all<C: ConsumerContext>(
+    client: &BaseConsumer<C>,
     partitions: &[SourcePartition],
     timeout: Duration,
 ) -> Result<Watermarks, String> {
@@ -40,8 +40,8 @@ pub fn fetch_all(
 }
 
 /// One ListOffsets round: `at` is `Offset::Beginning` or `Offset::End`.
-fn list_offsets(
-    client: &BaseConsumer,
+fn list_offsets<C: ConsumerContext>(
+    client: &BaseConsumer<C>,
     partitions: &[SourcePartition],
     at: Offset,
     timeout: Duration,
