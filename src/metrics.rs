@@ -10,9 +10,20 @@ use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
 /// Installs the Prometheus recorder; [`crate::endpoint`] serves what it
 /// records at `/metrics`.
 pub fn install() -> anyhow::Result<PrometheusHandle> {
-    PrometheusBuilder::new()
+    let handle = PrometheusBuilder::new()
         .install_recorder()
-        .map_err(|e| anyhow::anyhow!("installing the metrics recorder: {e}"))
+        .map_err(|e| anyhow::anyhow!("installing the metrics recorder: {e}"))?;
+    started();
+    Ok(handle)
+}
+
+/// When this process started (seconds since the epoch): a change tells a
+/// restart (the exporter has no process metrics of its own).
+fn started() {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64());
+    gauge!("eosmirror_start_time_seconds").set(now);
 }
 
 fn labels(p: &SourcePartition) -> [(&'static str, String); 2] {
@@ -44,7 +55,28 @@ pub fn lane_transaction_aborted(lane: Lane) {
     counter!("eosmirror_lane_transactions_aborted_total", "lane" => lane.to_string()).increment(1);
 }
 
+/// Every `reason` [`lane_restarted`] is given: why a lane ended a session
+/// and starts a new one (`fenced`: the target fenced its producer, a
+/// takeover or its own timed-out transaction; `lane_lost`: the fleet's
+/// group refused its commit; the others name the step that failed).
+pub const RESTART_REASONS: &[&str] = &[
+    "init_transactions",
+    "resume_read",
+    "topic_ids",
+    "source_watermarks",
+    "target_check",
+    "claim",
+    "abort_failed",
+    "producer_state_unknown",
+    "fenced",
+    "lane_lost",
+];
+
 pub fn lane_restarted(lane: Lane, reason: &'static str) {
+    debug_assert!(
+        RESTART_REASONS.contains(&reason),
+        "restart reason {reason} missing from RESTART_REASONS"
+    );
     counter!(
         "eosmirror_lane_restarts_total",
         "lane" => lane.to_string(),
@@ -53,9 +85,28 @@ pub fn lane_restarted(lane: Lane, reason: &'static str) {
     .increment(1);
 }
 
-/// The lanes this instance runs (1) or stopped running (0).
+/// The lanes this instance runs (1) or stopped running (0). An owned
+/// lane's counters exist from then on (at 0): Prometheus' `increase()`
+/// cannot see a counter's first increment when that creates the series.
 pub fn lane_owned(lane: Lane, owned: bool) {
-    gauge!("eosmirror_lane_owned", "lane" => lane.to_string()).set(if owned { 1.0 } else { 0.0 });
+    let name = lane.to_string();
+    gauge!("eosmirror_lane_owned", "lane" => name.clone()).set(if owned { 1.0 } else { 0.0 });
+    if owned {
+        counter!("eosmirror_lane_transactions_committed_total", "lane" => name.clone())
+            .increment(0);
+        counter!("eosmirror_lane_transactions_aborted_total", "lane" => name.clone()).increment(0);
+        for &reason in RESTART_REASONS {
+            counter!("eosmirror_lane_restarts_total", "lane" => name.clone(), "reason" => reason)
+                .increment(0);
+        }
+    }
+}
+
+/// The largest [`lag`] among the partitions of a lane's session, at its
+/// last lag report; 0 once the lane ended. Lag is per partition and carries
+/// no lane: this is what tells which lane has records waiting.
+pub fn lane_max_lag(lane: Lane, records: i64) {
+    gauge!("eosmirror_lane_max_lag_records", "lane" => lane.to_string()).set(records as f64);
 }
 
 /// Source offsets deleted before they were copied and skipped by opt-in.
@@ -83,6 +134,8 @@ pub fn partitions_running(count: usize) {
 pub fn throttle_limits(bytes_per_sec: Option<u64>, records_per_sec: Option<u64>) {
     gauge!("eosmirror_throttle_bytes_per_second").set(bytes_per_sec.unwrap_or(0) as f64);
     gauge!("eosmirror_throttle_records_per_second").set(records_per_sec.unwrap_or(0) as f64);
+    // Exists (at 0) before the first wait, so its rate starts from the start.
+    counter!("eosmirror_throttle_wait_ms_total").increment(0);
 }
 
 /// Time a worker spent waiting for the throttle (summed over workers).
@@ -206,4 +259,93 @@ pub fn kafka_transaction_state(lane: Lane, state: &str) {
 pub fn kafka_producer_id_assignments(lane: Lane, count: u64) {
     counter!("eosmirror_kafka_producer_id_assignments_total", "lane" => lane.to_string())
         .increment(count);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use metrics_exporter_prometheus::PrometheusBuilder;
+
+    /// What the exporter serves after `record` ran against a fresh recorder.
+    fn rendered(record: impl FnOnce()) -> String {
+        let recorder = PrometheusBuilder::new().build_recorder();
+        let handle = recorder.handle();
+        metrics::with_local_recorder(&recorder, record);
+        handle.render()
+    }
+
+    #[test]
+    fn an_owned_lane_serves_its_counters_before_they_move() {
+        let text = rendered(|| lane_owned(Lane(2), true));
+        assert!(
+            text.contains("eosmirror_lane_owned{lane=\"lane-2\"} 1"),
+            "{text}"
+        );
+        assert!(
+            text.contains("eosmirror_lane_transactions_committed_total{lane=\"lane-2\"} 0"),
+            "{text}"
+        );
+        assert!(
+            text.contains("eosmirror_lane_transactions_aborted_total{lane=\"lane-2\"} 0"),
+            "{text}"
+        );
+        for reason in RESTART_REASONS {
+            let series =
+                format!("eosmirror_lane_restarts_total{{lane=\"lane-2\",reason=\"{reason}\"}} 0");
+            assert!(text.contains(&series), "{series} missing in {text}");
+        }
+    }
+
+    #[test]
+    fn lane_lag_start_time_and_throttle_wait_are_served() {
+        let text = rendered(|| {
+            started();
+            lane_max_lag(Lane(1), 42);
+            throttle_limits(None, Some(10));
+        });
+        assert!(
+            text.contains("eosmirror_lane_max_lag_records{lane=\"lane-1\"} 42"),
+            "{text}"
+        );
+        assert!(
+            text.contains("eosmirror_throttle_wait_ms_total 0"),
+            "{text}"
+        );
+        let start = text
+            .lines()
+            .find_map(|l| l.strip_prefix("eosmirror_start_time_seconds "))
+            .and_then(|v| v.parse::<f64>().ok())
+            .unwrap_or_else(|| panic!("no start time in {text}"));
+        // After 2020 and not in the future.
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs_f64();
+        assert!(start > 1.5e9 && start <= now, "{start}");
+    }
+
+    /// The lanes' restart reasons are string literals at their call sites;
+    /// a new one must be listed (alerts select on them).
+    #[test]
+    fn every_restart_reason_in_the_lane_is_listed() {
+        let source = include_str!("replication/lane.rs");
+        let call = regex::Regex::new(r#"restart\(\s*"([a-z_]+)""#).unwrap();
+        let used: Vec<&str> = call
+            .captures_iter(source)
+            .map(|c| c.get(1).unwrap().as_str())
+            .collect();
+        assert!(
+            used.contains(&"fenced") && used.contains(&"lane_lost"),
+            "{used:?}"
+        );
+        for reason in &used {
+            assert!(
+                RESTART_REASONS.contains(reason),
+                "{reason} not in RESTART_REASONS"
+            );
+        }
+        for reason in RESTART_REASONS {
+            assert!(used.contains(reason), "{reason} is listed but never used");
+        }
+    }
 }

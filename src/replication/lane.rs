@@ -282,6 +282,15 @@ impl LaneWorker {
     /// retrying cannot fix. A failure of one partition stops that partition;
     /// the next session copies the others.
     pub fn run(self) -> Result<(), WorkerError> {
+        let lane = self.lane;
+        let result = self.run_sessions();
+        // Its partitions' lag is no longer this lane's to report (they are
+        // stopped, gone, or copied by the lane's next owner).
+        m::lane_max_lag(lane, 0);
+        result
+    }
+
+    fn run_sessions(self) -> Result<(), WorkerError> {
         let mut backoff = Backoff::new(SESSION_BACKOFF_MIN, SESSION_BACKOFF_MAX);
         loop {
             self.health.progress(self.lane);
@@ -1024,9 +1033,12 @@ impl<'w> LaneSession<'w> {
             return;
         }
         self.last_lag_report = Some(Instant::now());
+        let mut lane_max = 0;
         for c in &self.cursors {
             if let Some(high) = cached_high_watermark(&self.consumer, &c.partition) {
-                m::lag(&c.partition, (high - c.committed.next_source_offset).max(0));
+                let lag = (high - c.committed.next_source_offset).max(0);
+                lane_max = lane_max.max(lag);
+                m::lag(&c.partition, lag);
                 self.worker.health.copy_progress.position(
                     &c.partition,
                     c.committed.next_source_offset,
@@ -1034,6 +1046,7 @@ impl<'w> LaneSession<'w> {
                 );
             }
         }
+        m::lane_max_lag(self.worker.lane, lane_max);
     }
 
     /// Forgets the open batch (after it was aborted).
