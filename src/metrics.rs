@@ -254,6 +254,14 @@ pub fn kafka_transaction_state(lane: Lane, state: &str) {
     }
 }
 
+/// How long the lane's most held source partition has had its last stable
+/// offset stand still below records already written: an open source
+/// transaction that does not end (0 when none is held).
+pub fn kafka_source_held(lane: Lane, held: std::time::Duration) {
+    gauge!("eosmirror_kafka_source_held_seconds", "lane" => lane.to_string())
+        .set(held.as_secs_f64());
+}
+
 /// Producer ids (or epochs) the target assigned to a lane since the
 /// previous report: one per session; more mean fencing or epoch bumps.
 pub fn kafka_producer_id_assignments(lane: Lane, count: u64) {

@@ -13,6 +13,8 @@ const EXIT_LIMIT: Duration = Duration::from_secs(60);
 /// The shortest statistics interval eosmirror accepts, plus time for the
 /// lanes' clients to be polled after a report.
 const FIRST_REPORT_LIMIT: Duration = Duration::from_secs(60);
+/// Two reports (the first sees the hold begin), and polling.
+const HELD_LIMIT: Duration = Duration::from_secs(90);
 
 /// Every series of `name`: its labels (as written) and value.
 fn series<'m>(metrics: &'m str, name: &str) -> Vec<(&'m str, f64)> {
@@ -34,7 +36,8 @@ fn label<'l>(labels: &'l str, label: &str) -> Option<&'l str> {
 
 /// Two partitions copied with statistics every 15 s: both clusters' brokers
 /// show up with round trips, the lanes that copied show one transaction
-/// state each and the producer ids they were given, and the copy is exact.
+/// state each and the producer ids they were given; a source transaction
+/// left open shows as a held partition until it commits; the copy is exact.
 #[test]
 fn lane_clients_export_broker_and_transaction_statistics() {
     let bed = bed();
@@ -57,6 +60,10 @@ fn lane_clients_export_broker_and_transaction_statistics() {
         ],
     );
     wait_for_copy(&bed.source, &bed.target, &topic, COPY_LIMIT, &mut mirror);
+    let open = bed
+        .source
+        .open_transaction(&topic, &[TestRecord::new(0, "held", "open")]);
+    let held_from = Instant::now();
 
     // Reports reach a producer when it is polled: after the first interval
     // and the next idle turn or commit of its lane.
@@ -78,6 +85,24 @@ fn lane_clients_export_broker_and_transaction_statistics() {
         );
         std::thread::sleep(Duration::from_secs(1));
     };
+    let held = loop {
+        let metrics = scrape_metrics(&metrics_address);
+        let held = series(&metrics, "eosmirror_kafka_source_held_seconds");
+        if let Some(&(lane, seconds)) = held.iter().find(|(_, seconds)| *seconds > 0.0) {
+            break (lane.to_string(), seconds);
+        }
+        assert!(
+            held_from.elapsed() < HELD_LIMIT && mirror.is_running(),
+            "the open transaction does not show as held: {held:?}\n{metrics}"
+        );
+        std::thread::sleep(Duration::from_secs(1));
+    };
+    assert!(
+        held.1 <= held_from.elapsed().as_secs_f64(),
+        "held {held:?} for longer than the transaction is open"
+    );
+    open.commit();
+    wait_for_copy(&bed.source, &bed.target, &topic, COPY_LIMIT, &mut mirror);
     let code = mirror.stop(EXIT_LIMIT);
     assert_eq!(
         code,

@@ -12,7 +12,7 @@
 
 use std::collections::HashMap;
 use std::sync::Mutex;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use rdkafka::client::ClientContext;
 use rdkafka::config::ClientConfig;
@@ -31,7 +31,56 @@ pub const MIN_INTERVAL_MS: u64 = 15_000;
 #[derive(Debug)]
 pub struct ClientStats {
     client: KafkaClient,
-    previous: Mutex<Totals>,
+    memory: Mutex<Memory>,
+}
+
+/// What a client's next report is compared with.
+#[derive(Debug, Default)]
+struct Memory {
+    previous: Totals,
+    held: HeldPartitions,
+}
+
+/// Source partitions whose last stable offset stands still below records
+/// already written: an open transaction of a source producer holds them,
+/// and read_committed copies nothing past it until it ends. A busy
+/// transactional source has records above its last stable offset most of
+/// the time, so what tells a held partition is how long that offset has
+/// not moved.
+#[derive(Debug, Default)]
+struct HeldPartitions {
+    /// Partition → its last stable offset and when it was first seen there
+    /// with records above it.
+    since: HashMap<(String, i32), (i64, Instant)>,
+}
+
+impl HeldPartitions {
+    /// Takes a report's partitions (topic, partition, high watermark, last
+    /// stable offset) and returns the longest a partition has been held.
+    fn update<'r>(
+        &mut self,
+        partitions: impl Iterator<Item = (&'r str, i32, i64, i64)>,
+        now: Instant,
+    ) -> Duration {
+        let mut held = HashMap::new();
+        for (topic, partition, high, stable) in partitions {
+            if partition < 0 || stable < 0 || high <= stable {
+                continue;
+            }
+            let key = (topic.to_string(), partition);
+            let since = match self.since.get(&key) {
+                Some(&(offset, since)) if offset == stable => since,
+                _ => now,
+            };
+            held.insert(key, (stable, since));
+        }
+        self.since = held;
+        self.since
+            .values()
+            .map(|&(_, since)| now.saturating_duration_since(since))
+            .max()
+            .unwrap_or_default()
+    }
 }
 
 /// A client's cumulative counts at its previous report.
@@ -52,7 +101,7 @@ impl ClientStats {
         config.set("statistics.interval.ms", interval.as_millis().to_string());
         Some(ClientStats {
             client,
-            previous: Mutex::default(),
+            memory: Mutex::default(),
         })
     }
 
@@ -73,7 +122,12 @@ impl ClientStats {
             metrics::kafka_transaction_state(self.client.lane, state);
         }
         let totals = report.totals();
-        let mut previous = self.previous.lock().expect("statistics totals poisoned");
+        let mut memory = self.memory.lock().expect("statistics memory poisoned");
+        if self.client.cluster == "source" {
+            let held = memory.held.update(report.partitions(), Instant::now());
+            metrics::kafka_source_held(self.client.lane, held);
+        }
+        let previous = &mut memory.previous;
         for (&(broker, kind), &count) in &totals.broker_errors {
             let before = previous.broker_errors.get(&(broker, kind)).copied();
             let new = count.saturating_sub(before.unwrap_or(0));
@@ -151,9 +205,20 @@ struct TopicReport {
 
 #[derive(Debug, Deserialize)]
 struct PartitionReport {
+    partition: i32,
     /// Bytes fetched and not yet consumed.
     #[serde(default)]
     fetchq_size: u64,
+    /// The broker's high watermark and last stable offset as last fetched
+    /// (-1: not known).
+    #[serde(default = "unknown_offset")]
+    hi_offset: i64,
+    #[serde(default = "unknown_offset")]
+    ls_offset: i64,
+}
+
+fn unknown_offset() -> i64 {
+    -1
 }
 
 #[derive(Debug, Deserialize)]
@@ -191,6 +256,14 @@ impl Report {
             .map(|p| p.fetchq_size)
             .sum();
         self.msg_size + fetched
+    }
+
+    fn partitions(&self) -> impl Iterator<Item = (&str, i32, i64, i64)> {
+        self.topics.iter().flat_map(|(topic, t)| {
+            t.partitions
+                .values()
+                .map(move |p| (topic.as_str(), p.partition, p.hi_offset, p.ls_offset))
+        })
     }
 
     fn totals(&self) -> Totals {
@@ -235,7 +308,7 @@ mod tests {
                 "disconnects": 0, "rtt": {"p50": 0, "p99": 0}}
         },
         "topics": {"t": {"topic": "t", "partitions": {
-            "0": {"partition": 0, "fetchq_size": 0},
+            "0": {"partition": 0, "fetchq_size": 0, "hi_offset": 12, "ls_offset": 12},
             "-1": {"partition": -1, "fetchq_size": 0}}}},
         "eos": {"idemp_state": "Assigned", "txn_state": "InTransaction",
             "txn_may_enq": true, "producer_id": 7, "producer_epoch": 2, "epoch_cnt": 1}
@@ -247,8 +320,9 @@ mod tests {
         "brokers": {"127.0.0.1:19092/1": {"nodeid": 1, "state": "CONNECT",
             "outbuf_cnt": 0, "waitresp_cnt": 1, "txerrs": 0, "rxerrs": 2,
             "req_timeouts": 0, "disconnects": 4, "rtt": {"p50": 800, "p99": 900}}},
-        "topics": {"a": {"partitions": {"0": {"fetchq_size": 1000},
-            "1": {"fetchq_size": 24}}}, "b": {"partitions": {"0": {"fetchq_size": 1}}}}
+        "topics": {"a": {"partitions": {"0": {"partition": 0, "fetchq_size": 1000},
+            "1": {"partition": 1, "fetchq_size": 24}}},
+            "b": {"partitions": {"0": {"partition": 0, "fetchq_size": 1}}}}
     }"#;
 
     fn parse(json: &str) -> Report {
@@ -295,6 +369,38 @@ mod tests {
     }
 
     #[test]
+    fn a_partition_is_held_while_its_stable_offset_stands_below_new_records() {
+        let mut held = HeldPartitions::default();
+        let start = Instant::now();
+        let at = |s: u64| start + Duration::from_secs(s);
+        // An open transaction at 10, records up to 20; the other partition stable.
+        let report = [("t", 0, 20, 10), ("t", 1, 5, 5), ("t", -1, -1, -1)];
+        assert_eq!(held.update(report.into_iter(), at(0)), Duration::ZERO);
+        let more = [("t", 0, 30, 10), ("t", 1, 5, 5)];
+        assert_eq!(held.update(more.into_iter(), at(30)), at(30) - at(0));
+        // A busy transactional source: the stable offset moves, the clock restarts.
+        let moved = [("t", 0, 40, 31), ("t", 1, 5, 5)];
+        assert_eq!(held.update(moved.into_iter(), at(60)), Duration::ZERO);
+        assert_eq!(held.update(moved.into_iter(), at(90)), at(90) - at(60));
+        // The transaction ended: nothing above the stable offset.
+        let ended = [("t", 0, 40, 40), ("t", 1, 5, 5)];
+        assert_eq!(held.update(ended.into_iter(), at(120)), Duration::ZERO);
+        assert!(held.since.is_empty());
+    }
+
+    #[test]
+    fn the_partitions_of_a_report_carry_their_offsets() {
+        let report = parse(
+            r#"{"topics": {"t": {"partitions": {
+                "0": {"partition": 0, "hi_offset": 20, "ls_offset": 10},
+                "-1": {"partition": -1}}}}}"#,
+        );
+        let mut partitions: Vec<_> = report.partitions().collect();
+        partitions.sort();
+        assert_eq!(partitions, [("t", -1, -1, -1), ("t", 0, 20, 10)]);
+    }
+
+    #[test]
     fn enabling_sets_the_interval_and_nothing_without_one() {
         let client = KafkaClient {
             cluster: "target",
@@ -307,13 +413,10 @@ mod tests {
         let stats = ClientStats::enable(&mut config, client, interval).expect("enabled");
         assert_eq!(config.get("statistics.interval.ms"), Some("15000"));
         stats.record(PRODUCER_REPORT.as_bytes());
-        let previous = stats.previous.lock().unwrap().clone();
+        let previous = stats.memory.lock().unwrap().previous.clone();
         assert_eq!(previous, parse(PRODUCER_REPORT).totals());
         stats.record(b"not json");
-        assert_eq!(
-            *stats.previous.lock().unwrap(),
-            previous,
-            "a bad report changes nothing"
-        );
+        let after = stats.memory.lock().unwrap().previous.clone();
+        assert_eq!(after, previous, "a bad report changes nothing");
     }
 }
