@@ -327,11 +327,15 @@ pub fn cluster_id(
             Err(e) => {
                 // Error events reach the context only when the client's
                 // queue is served; the client has no assignment, so these
-                // polls return nothing else.
-                for _ in 0..100 {
-                    if consumer.poll(Duration::ZERO).is_none() {
-                        break;
-                    }
+                // polls return nothing else. Log events share that queue
+                // (rdkafka's log.queue), and serving one returns `None` like
+                // an empty queue: stopping at the first `None` left the
+                // error event behind the log line of the same failure
+                // unread, so a TLS failure ended as a 30 s timeout. Each
+                // poll serves at most one event; a zero-timeout poll of an
+                // empty queue costs next to nothing.
+                for _ in 0..1_000 {
+                    let _ = consumer.poll(Duration::ZERO);
                 }
                 let reported = consumer.context().get();
                 if let Some(reason) = reported

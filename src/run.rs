@@ -59,11 +59,18 @@ fn is_connection_key(key: &str) -> bool {
 }
 
 /// Loads a Java properties file and translates it for librdkafka, logging
-/// every Java-only key that is dropped.
+/// every Java-only key that is dropped and the system CA store a TLS file
+/// without a trust store gets. Every command's clients start here.
 pub(crate) fn load_client_config(path: &Path, role: ClientRole) -> anyhow::Result<ClientConfig> {
     let translated = config::load_client_config(path, role)?;
     for dropped in &translated.dropped {
         tracing::warn!(file = %path.display(), "{dropped}");
+    }
+    if let Some(store) = &translated.system_trust {
+        tracing::info!(
+            file = %path.display(),
+            "TLS without ssl.truststore.location: trusting the system CA store {store}, as Java does"
+        );
     }
     let config = translated.client_config();
     if config.get("bootstrap.servers").is_none() {

@@ -3,7 +3,10 @@
 //! files users already have (JKS and PKCS12 stores with passwords). Each
 //! works unchanged and copies exactly once; each misconfiguration stops
 //! eosmirror with one line naming the setting to change; and no password
-//! from the files ever appears in the output, even at `--log trace`.
+//! from the files ever appears in the output, even at `--log trace`. A file
+//! with no trust store at all (a publicly trusted cloud endpoint) trusts the
+//! system's CA store, here the test CA given as `SSL_CERT_FILE` to the
+//! eosmirror process only.
 
 mod support;
 
@@ -85,12 +88,24 @@ fn copy_through(s: &SecuredTarget, name: &str, producer_properties: &str) {
 /// one `eosmirror: error:` line, which is returned. Nothing may be written to
 /// the target and no secret printed.
 fn failure(s: &SecuredTarget, producer_properties: &str, extra_secrets: &[&str]) -> String {
+    failure_env(s, producer_properties, extra_secrets, &[]).0
+}
+
+/// Like [`failure`], with extra environment variables for eosmirror; returns
+/// the error line and the whole output.
+fn failure_env(
+    s: &SecuredTarget,
+    producer_properties: &str,
+    extra_secrets: &[&str],
+    env: &[(&str, &str)],
+) -> (String, String) {
     let bed = bed();
     let topic = bed.source.create_topic("secured-fail", 1);
     bed.source.produce(&topic, &[TestRecord::new(0, "k", "v")]);
     let setup = MirrorSetup::new(&bed.source.bootstrap, &bed.target.bootstrap);
     fs::write(&setup.producer_config, producer_properties).unwrap();
-    let (code, output) = setup.run_to_exit(&topic, &["--log", "trace"], Duration::from_secs(90));
+    let (code, output) =
+        setup.run_to_exit_env(&topic, &["--log", "trace"], env, Duration::from_secs(90));
     assert_ne!(code, 0, "{output}");
     let errors: Vec<&str> = output
         .lines()
@@ -111,7 +126,26 @@ fn failure(s: &SecuredTarget, producer_properties: &str, extra_secrets: &[&str])
         errors[0]
     );
     eprintln!("{}", errors[0]);
-    errors[0].to_string()
+    (errors[0].to_string(), output)
+}
+
+/// What a managed Kafka with a publicly trusted certificate hands out (Confluent
+/// Cloud's client file): SASL_SSL, the JAAS line, and no trust store at all.
+fn cloud_properties(s: &SecuredTarget) -> String {
+    format!(
+        "bootstrap.servers={}\n\
+         security.protocol=SASL_SSL\n\
+         sasl.mechanism=PLAIN\n\
+         sasl.jaas.config={PLAIN} required username=\"{}\" password=\"{}\";\n",
+        s.sasl_ssl_plain,
+        s.cred("PLAIN_USER"),
+        s.cred("PLAIN_PASSWORD"),
+    )
+}
+
+/// The log line naming the system CA store eosmirror chose.
+fn system_store_line(path: &str) -> String {
+    format!("trusting the system CA store {path} (from SSL_CERT_FILE)")
 }
 
 fn assert_mentions(error: &str, parts: &[&str]) {
@@ -343,4 +377,55 @@ fn mtls_listener_without_a_client_certificate() {
     );
     let error = failure(&s, &props, &[]);
     assert_mentions(&error, &["client certificate", "ssl.keystore.location"]);
+}
+
+#[test]
+fn cloud_file_without_a_truststore_trusts_the_system_store() {
+    let Some(s) = secured_target() else { return };
+    // The test CA plays the system's store, for the eosmirror processes only;
+    // the machine's own store is not touched.
+    let ca = s.file("ca.pem");
+    let env = [("SSL_CERT_FILE", ca.as_str())];
+    let bed = bed();
+    let topic = bed.source.create_topic("secured-system-ca", 2);
+    let records: Vec<TestRecord> = (0..60)
+        .map(|i| TestRecord::new(i % 2, &format!("k{i}"), &format!("v{i}")))
+        .collect();
+    bed.source.produce(&topic, &records);
+    let setup = MirrorSetup::new(&bed.source.bootstrap, &bed.target.bootstrap);
+    fs::write(&setup.producer_config, cloud_properties(&s)).unwrap();
+    let output = setup.copy_and_check_env(&topic, &[], &env, &[&topic]);
+    assert!(output.contains(&system_store_line(&ca)), "{output}");
+    assert_no_secrets(&output, &s.passwords());
+
+    // The other commands build their clients through the same translation.
+    let (code, stdout, stderr) = setup.command_env("verify", &["--include", &topic], &env);
+    assert_eq!(code, 0, "verify:\n{stdout}\n{stderr}");
+    assert!(stdout.contains("verdict: EXACT"), "{stdout}");
+    assert!(stderr.contains(&system_store_line(&ca)), "{stderr}");
+}
+
+#[test]
+fn system_store_without_the_brokers_ca_is_an_untrusted_certificate() {
+    let Some(s) = secured_target() else { return };
+    // A CA that signed nothing here, and the distribution's public bundle
+    // where the machine has one: neither holds the test CA.
+    let mut stores = vec![s.file("other-ca.pem")];
+    let debian = "/etc/ssl/certs/ca-certificates.crt";
+    if fs::metadata(debian).is_ok_and(|m| m.len() > 0) {
+        stores.push(debian.to_string());
+    }
+    for store in &stores {
+        let (error, output) = failure_env(
+            &s,
+            &cloud_properties(&s),
+            &[],
+            &[("SSL_CERT_FILE", store.as_str())],
+        );
+        assert_mentions(
+            &error,
+            &["untrusted certificate", "ssl.truststore.location"],
+        );
+        assert!(output.contains(&system_store_line(store)), "{output}");
+    }
 }

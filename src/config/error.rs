@@ -9,6 +9,7 @@ use std::path::PathBuf;
 use super::properties::PropertiesError;
 use super::secrets::SafeValue;
 use super::stores::StoreProblem;
+use super::system_trust::SystemTrustProblem;
 
 /// A client configuration file that eosmirror cannot turn into librdkafka settings.
 #[derive(Debug, thiserror::Error)]
@@ -152,5 +153,26 @@ pub enum ConfigError {
         second_key: String,
         /// Its line.
         second_line: usize,
+    },
+
+    /// TLS without a trust store, and no system CA store to trust instead.
+    #[error(
+        "{}:{line}: security.protocol={protocol} and no ssl.truststore.location: eosmirror \
+         then trusts the system's CA store, as Java does, but {problem}. Set \
+         ssl.truststore.location (and ssl.truststore.password) to a trust store holding the \
+         CA that signed the brokers' certificates, or set SSL_CERT_FILE to a PEM file of \
+         trusted CA certificates, or install the system's CA certificates (the \
+         ca-certificates package)",
+        file.display()
+    )]
+    NoTrustStore {
+        /// The properties file.
+        file: PathBuf,
+        /// Line of `security.protocol`.
+        line: usize,
+        /// `SSL` or `SASL_SSL`, as written.
+        protocol: String,
+        /// What the lookup found wrong.
+        problem: SystemTrustProblem,
     },
 }

@@ -3,7 +3,9 @@
 //! Users come from Apache Kafka's MirrorMaker and pass the same `--consumer.config` and
 //! `--producer.config` files. This module reads them exactly as Java does
 //! ([`properties`]), translates Java client keys into librdkafka keys ([`translate`]),
-//! and keeps every secret out of errors, `Debug` output and logs ([`secrets`]).
+//! and keeps every secret out of errors, `Debug` output and logs ([`secrets`]). A TLS
+//! file without a trust store trusts the system's CA store, as Java does
+//! ([`SystemStore`]).
 //!
 //! ```no_run
 //! use std::path::Path;
@@ -27,6 +29,7 @@ pub mod properties;
 mod rules;
 pub mod secrets;
 mod stores;
+mod system_trust;
 pub mod translate;
 
 use std::path::Path;
@@ -35,6 +38,7 @@ pub use error::ConfigError;
 pub use properties::{parse, DuplicateKey, Properties, PropertiesError, Property};
 pub use secrets::{is_secret_key, redact, Redacted, SafeValue};
 pub use stores::{StoreFormat, StoreProblem};
+pub use system_trust::{StoreOrigin, SystemStore, SystemTrustProblem};
 pub use translate::{translate, ClientRole, DroppedKey, Translated};
 
 /// Reads the Java client properties file at `path` and translates it for a client of kind

@@ -3,6 +3,8 @@
 
 use std::path::{Path, PathBuf};
 
+use super::system_trust::{Candidate, Lookup};
+use super::translate::translate_with;
 use super::*;
 
 const FILE: &str = "/etc/eosmirror/client.properties";
@@ -10,8 +12,34 @@ const CERT: &str = "-----BEGIN CERTIFICATE-----\n\
     QUJDREVGR0hJSktMTU5PUFFSU1RVVldYWVphYmNkZWZnaGlqa2xtbm9wcXJzdHV2\n\
     d3h5ejAx\n-----END CERTIFICATE-----\n";
 
+/// Stands in for the system's CA store in these tests: a directory that always exists.
+/// The process environment is not read (tests run in parallel; CI sets SSL_CERT_FILE).
+const SYSTEM_CA_DIR: &str = env!("CARGO_MANIFEST_DIR");
+
+fn system_ca() -> Lookup<'static> {
+    const STORES: &[Candidate] = &[Candidate::Dir(SYSTEM_CA_DIR)];
+    Lookup {
+        cert_file: None,
+        cert_dir: None,
+        candidates: STORES,
+    }
+}
+
+/// A machine without any CA store: consulting it fails.
+fn no_system_ca() -> Lookup<'static> {
+    Lookup {
+        cert_file: None,
+        cert_dir: None,
+        candidates: &[],
+    }
+}
+
+fn run_with(text: &str, role: ClientRole, trust: &Lookup<'_>) -> Result<Translated, ConfigError> {
+    translate_with(&parse(text).unwrap(), role, Path::new(FILE), trust)
+}
+
 fn run(text: &str, role: ClientRole) -> Result<Translated, ConfigError> {
-    translate(&parse(text).unwrap(), role, Path::new(FILE))
+    run_with(text, role, &system_ca())
 }
 
 fn ok(text: &str, role: ClientRole) -> Translated {
@@ -74,6 +102,8 @@ fn shared_keys_pass_through_unchanged() {
             ("delivery.timeout.ms", "120000"),
             ("max.in.flight.requests.per.connection", "5"),
             ("retries", "2147483647"),
+            // SASL_SSL without a trust store: the system's, as in Java.
+            ("ssl.ca.location", SYSTEM_CA_DIR),
         ]
         .map(|(k, v)| (k.to_string(), v.to_string()))
     );
@@ -671,6 +701,7 @@ fn debug_output_never_shows_secrets() {
             .collect(),
         dropped: Vec::new(),
         duplicates: Vec::new(),
+        system_trust: None,
     };
     assert!(!format!("{t:?}").contains("hunter2"));
 }
@@ -754,4 +785,129 @@ fn load_client_config_reads_a_mirrormaker_file() {
     let e = load_client_config(&broken, ClientRole::Producer).unwrap_err();
     assert!(matches!(e, ConfigError::Properties(_)), "{e:?}");
     assert!(e.to_string().contains("broken.properties"), "{e}");
+}
+
+#[test]
+fn tls_without_a_trust_store_trusts_the_system_store() {
+    let dir = tempfile::tempdir().unwrap();
+    let bundle = temp_file(&dir, "bundle.pem", CERT.as_bytes());
+    let from_env = Lookup {
+        cert_file: Some(bundle.clone().into_os_string()),
+        cert_dir: None,
+        candidates: &[],
+    };
+    for protocol in ["SASL_SSL", "SSL", "sasl_ssl", " SSL "] {
+        let t = run_with(
+            &format!("bootstrap.servers=a:9093\nsecurity.protocol={protocol}\n"),
+            ClientRole::Producer,
+            &from_env,
+        )
+        .unwrap();
+        assert_eq!(t.get("ssl.ca.location"), Some(bundle.to_str().unwrap()));
+        assert_eq!(
+            t.system_trust,
+            Some(SystemStore {
+                path: bundle.clone(),
+                origin: StoreOrigin::CertFile
+            }),
+            "{protocol}"
+        );
+    }
+}
+
+#[test]
+fn an_explicit_trust_store_wins_and_the_system_store_is_not_consulted() {
+    let dir = tempfile::tempdir().unwrap();
+    let ca = temp_file(&dir, "ca.pem", CERT.as_bytes());
+    let ca = ca.to_str().unwrap();
+    let inline = CERT.replace('\n', " ");
+    for (text, key, value) in [
+        (
+            format!("ssl.truststore.location={ca}\nssl.truststore.type=PEM\n"),
+            "ssl.ca.location",
+            ca.to_string(),
+        ),
+        (
+            format!("ssl.ca.location={ca}\n"),
+            "ssl.ca.location",
+            ca.to_string(),
+        ),
+        (
+            "ssl.ca.location=probe\n".to_string(),
+            "ssl.ca.location",
+            "probe".to_string(),
+        ),
+        (
+            format!("ssl.truststore.type=PEM\nssl.truststore.certificates={inline}\n"),
+            "ssl.ca.pem",
+            CERT.to_string(),
+        ),
+        (
+            format!("ssl.ca.pem={inline}\n"),
+            "ssl.ca.pem",
+            inline.trim().to_string(),
+        ),
+    ] {
+        let text = format!("security.protocol=SASL_SSL\n{text}");
+        // A machine without a CA store: any lookup would fail.
+        let t = run_with(&text, ClientRole::Consumer, &no_system_ca()).unwrap();
+        assert_eq!(t.get(key), Some(value.as_str()), "{text}");
+        assert_eq!(t.system_trust, None, "{text}");
+        let other = if key == "ssl.ca.pem" {
+            "ssl.ca.location"
+        } else {
+            "ssl.ca.pem"
+        };
+        assert_eq!(t.get(other), None, "{text}");
+    }
+}
+
+#[test]
+fn plaintext_and_unverified_clients_are_unaffected() {
+    for text in [
+        "bootstrap.servers=a:9092\n",
+        "security.protocol=PLAINTEXT\n",
+        "security.protocol=SASL_PLAINTEXT\nsasl.mechanism=PLAIN\n",
+        "security.protocol=SSL\nenable.ssl.certificate.verification=false\n",
+    ] {
+        let t = run_with(text, ClientRole::Admin, &no_system_ca()).unwrap();
+        assert_eq!(t.get("ssl.ca.location"), None, "{text}");
+        assert_eq!(t.system_trust, None, "{text}");
+    }
+}
+
+#[test]
+fn no_trust_store_and_no_system_store_says_what_to_do() {
+    let e = run_with(
+        "bootstrap.servers=a:9093\nsecurity.protocol=SASL_SSL\n",
+        ClientRole::Producer,
+        &no_system_ca(),
+    )
+    .unwrap_err();
+    assert!(
+        matches!(e, ConfigError::NoTrustStore { line: 2, .. }),
+        "{e:?}"
+    );
+    let msg = e.to_string();
+    for part in [
+        &format!("{FILE}:2: security.protocol=SASL_SSL and no ssl.truststore.location"),
+        "no system CA store was found",
+        "Set ssl.truststore.location",
+        "set SSL_CERT_FILE",
+        "ca-certificates",
+    ] {
+        assert!(msg.contains(part), "`{part}` missing from: {msg}");
+    }
+
+    let missing = Lookup {
+        cert_file: Some("/nonexistent/ca.pem".into()),
+        cert_dir: None,
+        candidates: &[Candidate::Dir(SYSTEM_CA_DIR)],
+    };
+    let e = run_with("security.protocol=SSL\n", ClientRole::Consumer, &missing).unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("SSL_CERT_FILE=/nonexistent/ca.pem is not a readable, non-empty file"),
+        "{e}"
+    );
 }

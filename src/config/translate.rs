@@ -3,8 +3,9 @@
 //! Walks a parsed properties file in order and applies the rule table of
 //! [`rules`](super::rules): keys pass through, are renamed or converted, are dropped with
 //! a reason, are refused because eosmirror owns them, or are handed to the dedicated
-//! translations of JAAS lines, key/trust stores and compression levels. Finally every
-//! resulting setting is checked by librdkafka itself.
+//! translations of JAAS lines, key/trust stores and compression levels. A TLS client
+//! without any trust store gets the system's CA store ([`system_trust`](super::system_trust)).
+//! Finally every resulting setting is checked by librdkafka itself.
 
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -18,6 +19,7 @@ use super::properties::{DuplicateKey, Properties, Property};
 use super::rules::{self, Action, Handler};
 use super::secrets::{is_secret_key, redact, scrub, SafeValue};
 use super::stores::{self, StoreFormat, StoreProblem, StoreReadError};
+use super::system_trust::{self, Lookup, SystemStore};
 
 /// Which kind of client a configuration file is for.
 ///
@@ -79,6 +81,9 @@ pub struct Translated {
     pub dropped: Vec<DroppedKey>,
     /// Keys set more than once in the file (the last value won).
     pub duplicates: Vec<DuplicateKey>,
+    /// The system CA store put into `ssl.ca.location` because the file uses TLS and
+    /// names no trust store; to be logged (it is a path, never a secret).
+    pub system_trust: Option<SystemStore>,
 }
 
 impl Translated {
@@ -108,6 +113,7 @@ impl fmt::Debug for Translated {
             .field("settings", &settings)
             .field("dropped", &self.dropped)
             .field("duplicates", &self.duplicates)
+            .field("system_trust", &self.system_trust)
             .finish()
     }
 }
@@ -123,6 +129,17 @@ pub fn translate(
     role: ClientRole,
     source_file: &Path,
 ) -> Result<Translated, ConfigError> {
+    translate_with(props, role, source_file, &Lookup::from_process())
+}
+
+/// [`translate`], looking for the system CA store where `trust` says (tests inject
+/// their own environment and paths).
+pub(crate) fn translate_with(
+    props: &Properties,
+    role: ClientRole,
+    source_file: &Path,
+    trust: &Lookup<'_>,
+) -> Result<Translated, ConfigError> {
     let mut t = Translator {
         props,
         role,
@@ -134,11 +151,13 @@ pub fn translate(
     for property in props.iter() {
         t.entry(property)?;
     }
+    let system_trust = t.system_trust(trust)?;
     t.validate()?;
     Ok(Translated {
         settings: t.settings.into_iter().map(|s| (s.key, s.value)).collect(),
         dropped: t.dropped,
         duplicates: props.duplicates().to_vec(),
+        system_trust,
     })
 }
 
@@ -459,6 +478,52 @@ impl<'a> Translator<'a> {
             }
         }
         Ok(())
+    }
+
+    /// The value of a librdkafka setting produced so far.
+    fn setting(&self, key: &str) -> Option<&str> {
+        self.settings
+            .iter()
+            .find(|s| s.key == key)
+            .map(|s| s.value.as_str())
+    }
+
+    /// TLS (`SSL`, `SASL_SSL`) with no trust store at all (no `ssl.truststore.*`, no
+    /// librdkafka `ssl.ca.location`/`ssl.ca.pem`): trusts the system's CA store, as the
+    /// JVM trusts its own, by setting `ssl.ca.location` to it. Other files are left
+    /// alone, and so is one that turns certificate verification off.
+    fn system_trust(&mut self, lookup: &Lookup<'_>) -> Result<Option<SystemStore>, ConfigError> {
+        let Some(protocol) = self.props.property("security.protocol") else {
+            return Ok(None);
+        };
+        let tls = ["SSL", "SASL_SSL"]
+            .iter()
+            .any(|p| java_value(protocol).eq_ignore_ascii_case(p));
+        let has_ca = ["ssl.ca.location", "ssl.ca.pem"]
+            .iter()
+            .any(|k| self.setting(k).is_some());
+        let unverified = self
+            .setting("enable.ssl.certificate.verification")
+            .is_some_and(|v| {
+                ["false", "f", "0"]
+                    .iter()
+                    .any(|f| v.eq_ignore_ascii_case(f))
+            });
+        if !tls || has_ca || unverified {
+            return Ok(None);
+        }
+        let store = system_trust::find(lookup).map_err(|problem| ConfigError::NoTrustStore {
+            file: self.file(),
+            line: protocol.line(),
+            protocol: java_value(protocol).to_string(),
+            problem,
+        })?;
+        self.set(
+            "ssl.ca.location",
+            store.path.to_string_lossy().into_owned(),
+            protocol,
+        )?;
+        Ok(Some(store))
     }
 
     fn compression_levels(&mut self) -> Result<(), ConfigError> {

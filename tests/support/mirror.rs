@@ -60,14 +60,22 @@ impl MirrorSetup {
     /// Starts `eosmirror run --include <include>` with the test defaults
     /// (1 s topic refresh, 100 ms commit interval) plus `extra` arguments.
     pub fn start(&self, include: &str, extra: &[&str]) -> Mirror {
+        self.start_env(include, extra, &[])
+    }
+
+    /// Like [`MirrorSetup::start`], with extra environment variables for
+    /// this process only.
+    pub fn start_env(&self, include: &str, extra: &[&str], env: &[(&str, &str)]) -> Mirror {
         let mut args = vec![
+            "--include",
+            include,
             "--refresh.interval.ms",
             "1000",
             "--commit.interval.ms",
             "100",
         ];
         args.extend_from_slice(extra);
-        self.start_bare(include, &args)
+        self.start_args_env(&args, env)
     }
 
     /// Like [`MirrorSetup::start`] but without the test defaults (clap
@@ -122,8 +130,19 @@ impl MirrorSetup {
     /// this setup's files and alias plus `args`, to completion; returns the
     /// exit code, stdout and stderr.
     pub fn command(&self, command: &str, args: &[&str]) -> (i32, String, String) {
+        self.command_env(command, args, &[])
+    }
+
+    /// Like [`MirrorSetup::command`], with extra environment variables.
+    pub fn command_env(
+        &self,
+        command: &str,
+        args: &[&str],
+        env: &[(&str, &str)],
+    ) -> (i32, String, String) {
         let out = self
             .command_line(command, args)
+            .envs(env.iter().copied())
             .output()
             .expect("run eosmirror");
         (
@@ -183,7 +202,18 @@ impl MirrorSetup {
     /// Runs eosmirror to completion (for commands expected to exit by
     /// themselves) and returns its exit code and output.
     pub fn run_to_exit(&self, include: &str, extra: &[&str], limit: Duration) -> (i32, String) {
-        let mut mirror = self.start(include, extra);
+        self.run_to_exit_env(include, extra, &[], limit)
+    }
+
+    /// Like [`MirrorSetup::run_to_exit`], with extra environment variables.
+    pub fn run_to_exit_env(
+        &self,
+        include: &str,
+        extra: &[&str],
+        env: &[(&str, &str)],
+        limit: Duration,
+    ) -> (i32, String) {
+        let mut mirror = self.start_env(include, extra, env);
         let code = mirror.wait_exit(limit);
         (code, mirror.output())
     }
@@ -314,8 +344,20 @@ impl MirrorSetup {
     /// SIGTERM (it must exit 0), judges each copy with [`assert_exact_copy`]
     /// and returns eosmirror's output.
     pub fn copy_and_check(&self, include: &str, extra: &[&str], topics: &[&str]) -> String {
+        self.copy_and_check_env(include, extra, &[], topics)
+    }
+
+    /// Like [`MirrorSetup::copy_and_check`], with extra environment variables
+    /// for the eosmirror process.
+    pub fn copy_and_check_env(
+        &self,
+        include: &str,
+        extra: &[&str],
+        env: &[(&str, &str)],
+        topics: &[&str],
+    ) -> String {
         let bed = super::bed();
-        let mut mirror = self.start(include, extra);
+        let mut mirror = self.start_env(include, extra, env);
         for topic in topics {
             wait_for_copy(
                 &bed.source,
