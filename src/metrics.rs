@@ -4,13 +4,29 @@
 use eosmirror_state::SourcePartition;
 
 use crate::replication::layout::Lane;
-use metrics::{counter, gauge};
-use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
+use metrics::{counter, gauge, histogram, Histogram};
+use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
+
+const REPLICATION_LATENCY: &str = "eosmirror_replication_latency_seconds";
+
+/// Bucket bounds of [`REPLICATION_LATENCY`] (seconds): fine around the
+/// default 200 ms commit interval, coarse up to the one-minute age limit.
+const LATENCY_BUCKETS: [f64; 17] = [
+    0.025, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.4, 0.5, 0.75, 1.0, 1.5, 2.0, 5.0, 10.0, 30.0, 60.0,
+];
+
+/// The recorder's settings: histograms with buckets (Prometheus can
+/// aggregate those across instances; summaries it cannot).
+fn builder() -> PrometheusBuilder {
+    PrometheusBuilder::new()
+        .set_buckets_for_metric(Matcher::Full(REPLICATION_LATENCY.into()), &LATENCY_BUCKETS)
+        .expect("latency buckets are not empty")
+}
 
 /// Installs the Prometheus recorder; [`crate::endpoint`] serves what it
 /// records at `/metrics`.
 pub fn install() -> anyhow::Result<PrometheusHandle> {
-    let handle = PrometheusBuilder::new()
+    let handle = builder()
         .install_recorder()
         .map_err(|e| anyhow::anyhow!("installing the metrics recorder: {e}"))?;
     started();
@@ -38,6 +54,13 @@ pub fn transaction_committed(p: &SourcePartition, records: u64, bytes: u64) {
     counter!("eosmirror_transactions_committed_total", &labels(p)).increment(1);
     counter!("eosmirror_records_replicated_total", &labels(p)).increment(records);
     counter!("eosmirror_bytes_replicated_total", &labels(p)).increment(bytes);
+}
+
+/// Seconds from a source record's timestamp to the commit of its copy
+/// (records younger than a minute when read; see
+/// [`crate::replication::latency`]), per topic.
+pub fn replication_latency(topic: &str) -> Histogram {
+    histogram!(REPLICATION_LATENCY, "topic" => topic.to_string())
 }
 
 /// Source end offset minus replicated position.
@@ -272,14 +295,29 @@ pub fn kafka_producer_id_assignments(lane: Lane, count: u64) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use metrics_exporter_prometheus::PrometheusBuilder;
 
     /// What the exporter serves after `record` ran against a fresh recorder.
     fn rendered(record: impl FnOnce()) -> String {
-        let recorder = PrometheusBuilder::new().build_recorder();
+        let recorder = builder().build_recorder();
         let handle = recorder.handle();
         metrics::with_local_recorder(&recorder, record);
         handle.render()
+    }
+
+    #[test]
+    fn latency_is_a_histogram_with_buckets_per_topic() {
+        let text = rendered(|| {
+            replication_latency("orders").record(0.12);
+            replication_latency("orders").record(0.7);
+        });
+        for line in [
+            "eosmirror_replication_latency_seconds_bucket{topic=\"orders\",le=\"0.1\"} 0",
+            "eosmirror_replication_latency_seconds_bucket{topic=\"orders\",le=\"0.15\"} 1",
+            "eosmirror_replication_latency_seconds_bucket{topic=\"orders\",le=\"0.75\"} 2",
+            "eosmirror_replication_latency_seconds_count{topic=\"orders\"} 2",
+        ] {
+            assert!(text.contains(line), "{line} missing in {text}");
+        }
     }
 
     #[test]

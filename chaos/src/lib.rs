@@ -11,6 +11,7 @@
 //!   records, its bounded log of what it committed, and the streaming
 //!   checker that classifies a copy (lost, duplicated, reordered, altered,
 //!   aborted read, unexpected) from the target alone plus that log;
+//! - [`latency`]: end-to-end latency of a running copy, measured from outside;
 //! - [`run`]: the chaos suite itself (workload, faults, scenarios, report),
 //!   behind `eosmirror-chaos run`.
 
@@ -20,6 +21,7 @@
 
 pub mod checker;
 pub mod judge;
+pub mod latency;
 pub mod ledger;
 pub mod proxy;
 pub mod ranges;

@@ -15,6 +15,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use clap::{Parser, Subcommand};
 use eosmirror_chaos::checker::{compare_topic, wait_for_records, Difference, Side, TopicPair};
+use eosmirror_chaos::latency::{measure, LatencyProbe};
 use eosmirror_chaos::run::clusters::{ClusterSpec, LocalBrokers};
 use eosmirror_chaos::run::{self, report, scenario};
 
@@ -55,6 +56,35 @@ enum Command {
         records: u64,
         #[arg(long = "timeout-secs", default_value_t = 1800)]
         timeout_secs: u64,
+    },
+    /// Measure a running copy's end-to-end latency: write to the source at
+    /// a fixed rate, read the copy on the target (read_committed), print
+    /// quantiles. Exit 2 if records were not seen.
+    Latency {
+        /// Source bootstrap servers.
+        #[arg(long, default_value = "127.0.0.1:19092")]
+        source: String,
+        /// Target bootstrap servers.
+        #[arg(long, default_value = "127.0.0.1:29092")]
+        target: String,
+        /// Source topic (its copy must exist on the target).
+        #[arg(long)]
+        topic: String,
+        /// Records per second.
+        #[arg(long, default_value_t = 2000)]
+        rate: u64,
+        /// Value bytes per record.
+        #[arg(long, default_value_t = 200)]
+        size: usize,
+        /// Seconds written before measuring.
+        #[arg(long = "warmup-secs", default_value_t = 5)]
+        warmup_secs: u64,
+        /// Seconds measured.
+        #[arg(long = "secs", default_value_t = 30)]
+        secs: u64,
+        /// The target reader's fetch.wait.max.ms (librdkafka's default: 500).
+        #[arg(long = "reader-fetch-wait-ms", default_value_t = 500)]
+        reader_fetch_wait_ms: u32,
     },
     /// Run chaos scenarios against eosmirror and print a report. Exit 0: every
     /// scenario passed (zero anomalies, expected outcomes); 1: a scenario
@@ -157,6 +187,25 @@ fn main() -> ExitCode {
             topic.clone(),
             target_topic.unwrap_or(topic),
         ),
+        Command::Latency {
+            source,
+            target,
+            topic,
+            rate,
+            size,
+            warmup_secs,
+            secs,
+            reader_fetch_wait_ms,
+        } => latency(&LatencyProbe {
+            source,
+            target,
+            topic,
+            rate,
+            record_size: size,
+            warmup: Duration::from_secs(warmup_secs),
+            duration: Duration::from_secs(secs),
+            reader_fetch_wait_ms,
+        }),
         Command::Wait {
             bootstrap,
             topic,
@@ -179,6 +228,36 @@ fn main() -> ExitCode {
             }
         }
     }
+}
+
+fn latency(probe: &LatencyProbe) -> ExitCode {
+    let report = match measure(probe) {
+        Ok(report) => report,
+        Err(e) => {
+            eprintln!("eosmirror-chaos: latency: {e:#}");
+            return ExitCode::from(2);
+        }
+    };
+    println!(
+        "latency: {} records of {} B at {:.0} records/s (reader fetch.wait.max.ms={}): \
+         p50 {} ms, p90 {} ms, p99 {} ms, p99.9 {} ms, max {} ms; {} of {} seen",
+        report.measured,
+        probe.record_size,
+        report.achieved_rate,
+        probe.reader_fetch_wait_ms,
+        report.quantile_ms(0.5),
+        report.quantile_ms(0.9),
+        report.quantile_ms(0.99),
+        report.quantile_ms(0.999),
+        report.quantile_ms(1.0),
+        report.seen,
+        report.measured,
+    );
+    if report.seen < report.measured {
+        eprintln!("eosmirror-chaos: latency: not every measured record was seen on the target");
+        return ExitCode::from(2);
+    }
+    ExitCode::SUCCESS
 }
 
 fn compare(source: &str, target: &str, source_topic: String, target_topic: String) -> ExitCode {

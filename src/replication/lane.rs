@@ -51,6 +51,7 @@ use rdkafka::{Offset, Timestamp, TopicPartitionList};
 use super::client_stats::{ClientStats, SourceConsumer, StatsContext};
 use super::errors::{classify, classify_code, Disposition};
 use super::failure::WorkerError;
+use super::latency::BatchLatency;
 use super::layout::{Lane, Layout};
 use super::limits::{BatchLimits, BufferBudget};
 use super::lineage::{self, Continuity, PendingTopicIds, TopicIds};
@@ -669,6 +670,7 @@ impl LaneWorker {
             .copy_progress
             .position(&partition, committed.next_source_offset, end);
         Ok(Ok(Cursor {
+            latency: m::replication_latency(&partition.topic),
             partition,
             lineage,
             started_over,
@@ -748,6 +750,8 @@ struct Cursor {
     /// also opens the new lineage's history in the progress topic.
     started_over: bool,
     committed: Committed,
+    /// Where this partition's copies' end-to-end latencies go.
+    latency: metrics::Histogram,
 }
 
 /// What a batch sent, by slot (the delivery opaque).
@@ -793,6 +797,8 @@ struct LaneSession<'w> {
     slots: Vec<Slot>,
     touched: Vec<Option<Touched>>,
     touched_order: Vec<usize>,
+    /// The open batch's young records' timestamps, for the latency histogram.
+    latency: BatchLatency,
     last_lag_report: Option<Instant>,
     last_source_warning: Cell<Option<Instant>>,
     /// The error of one partition that made the batch fail (returned as a
@@ -829,6 +835,7 @@ impl<'w> LaneSession<'w> {
             slots: Vec::new(),
             touched,
             touched_order: Vec::new(),
+            latency: BatchLatency::default(),
             last_lag_report: None,
             last_source_warning: Cell::new(None),
             partition_error: RefCell::new(None),
@@ -1079,6 +1086,7 @@ impl<'w> LaneSession<'w> {
             return Ok(BatchEnd::Idle);
         };
         self.producer.begin()?;
+        self.latency.start();
 
         let started = Instant::now();
         let mut bytes = 0usize;
@@ -1104,6 +1112,7 @@ impl<'w> LaneSession<'w> {
                     slot: None,
                 });
             }
+            self.latency.read(cursor, message.timestamp().to_millis());
             let size = record_size(&message);
             // Paid after reading: a record larger than the throttle's
             // budget leaves a debt for the next reads to wait out.
@@ -1174,6 +1183,8 @@ impl<'w> LaneSession<'w> {
         let fenced = Instant::now();
         let reports = self.producer.commit()?;
         crash_point!(failpoints::LANE_AFTER_COMMIT);
+        let cursors = &self.cursors;
+        self.latency.committed(|cursor| &cursors[cursor].latency);
         // Where a transaction's time goes, for tuning and for finding a slow
         // step (`--log eosmirror::replication=debug`).
         tracing::debug!(

@@ -9,6 +9,7 @@ pub mod delivery;
 pub mod errors;
 pub mod failure;
 pub mod lane;
+pub mod latency;
 pub mod layout;
 pub mod limits;
 pub mod lineage;
