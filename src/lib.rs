@@ -7,6 +7,7 @@
 //! partition), `metrics` and `shutdown` are the operational edges.
 
 pub mod cli;
+pub mod clock;
 pub mod clusters;
 pub mod config;
 pub mod connect;

@@ -36,10 +36,7 @@ pub fn install() -> anyhow::Result<PrometheusHandle> {
 /// When this process started (seconds since the epoch): a change tells a
 /// restart (the exporter has no process metrics of its own).
 fn started() {
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0.0, |d| d.as_secs_f64());
-    gauge!("eosmirror_start_time_seconds").set(now);
+    gauge!("eosmirror_start_time_seconds").set(crate::clock::unix_millis() as f64 / 1000.0);
 }
 
 fn labels(p: &SourcePartition) -> [(&'static str, String); 2] {

@@ -10,7 +10,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use eosmirror_state::{SourcePartition, StateStore, Translation as Cached};
 use rdkafka::producer::{BaseRecord, DefaultProducerContext, Producer, ThreadedProducer};
@@ -95,7 +95,7 @@ impl GroupSync {
             .set("enable.idempotence", "true")
             .set("acks", "all")
             .create()?;
-        let observed_at_ms = now_ms();
+        let observed_at_ms = crate::clock::unix_millis();
         let started = Instant::now();
         let names: Vec<String> = self
             .source
@@ -324,10 +324,4 @@ fn flush(producer: &ThreadedProducer<DefaultProducerContext>, topic: &str) -> an
     producer
         .flush(Duration::from_secs(30))
         .map_err(|e| anyhow::anyhow!("recording group offsets in {topic}: {e}"))
-}
-
-fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64)
 }

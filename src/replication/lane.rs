@@ -36,7 +36,7 @@ use std::collections::HashMap;
 use std::ffi::CString;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use eosmirror_state::{Checkpoint, SourcePartition, StateStore};
 use rdkafka::bindings as rd;
@@ -972,7 +972,7 @@ impl<'w> LaneSession<'w> {
                 next_source_offset: c.committed.next_source_offset,
                 next_target_offset: c.committed.next_target_offset,
                 instance: settings.instance,
-                committed_at_ms: now_ms(),
+                committed_at_ms: crate::clock::unix_millis(),
             };
             encoded.push((cursor, ProgressRecord::key(&c.partition), record.encode()));
         }
@@ -1317,7 +1317,7 @@ impl<'w> LaneSession<'w> {
                     next_source_offset: touched.next_source_offset,
                     next_target_offset,
                     instance: settings.instance,
-                    committed_at_ms: now_ms(),
+                    committed_at_ms: crate::clock::unix_millis(),
                 },
             ));
         }
@@ -1568,10 +1568,4 @@ fn record_size(message: &BorrowedMessage<'_>) -> usize {
                 .map(|h| h.key.len() + h.value.map_or(0, <[u8]>::len))
                 .sum()
         })
-}
-
-fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64)
 }

@@ -8,9 +8,9 @@
 //! `message.timestamp.type=LogAppendTime`, its producer's CreateTime
 //! otherwise (then the producer's own batching is included).
 
-use std::time::{SystemTime, UNIX_EPOCH};
-
 use metrics::Histogram;
+
+use crate::clock::unix_millis;
 
 /// Records older than this when read are left out.
 pub const MAX_AGE_MS: i64 = 60_000;
@@ -30,7 +30,7 @@ impl BatchLatency {
     /// A new batch begins.
     pub fn start(&mut self) {
         self.samples.clear();
-        self.read_at_ms = now_ms();
+        self.read_at_ms = unix_millis();
     }
 
     /// A record of `cursor` with source timestamp `timestamp_ms` was read.
@@ -45,18 +45,12 @@ impl BatchLatency {
     /// The batch committed: each young record's latency goes into its
     /// partition's histogram (`histogram_of(cursor)`).
     pub fn committed<'h>(&mut self, histogram_of: impl Fn(usize) -> &'h Histogram) {
-        let now = now_ms();
+        let now = unix_millis();
         for (cursor, ts) in self.samples.drain(..) {
             // A source clock ahead of ours would give a negative latency.
             histogram_of(cursor).record((now - ts).max(0) as f64 / 1000.0);
         }
     }
-}
-
-fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64)
 }
 
 #[cfg(test)]

@@ -1,0 +1,11 @@
+//! Wall-clock time as Kafka and the internal records carry it.
+
+use std::time::{SystemTime, UNIX_EPOCH};
+
+/// Milliseconds since the Unix epoch, as record timestamps are (0 if the
+/// clock is before it).
+pub fn unix_millis() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
+}
