@@ -15,8 +15,10 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::{anyhow, bail, Context, Result};
 use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::error::KafkaError;
 use rdkafka::message::Message;
 use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
+use rdkafka::types::RDKafkaErrorCode;
 use rdkafka::{ClientConfig, Offset, TopicPartitionList};
 
 /// What to measure.
@@ -198,14 +200,20 @@ fn write(probe: &LatencyProbe, partitions: i32, stop: &AtomicBool) -> Result<Wri
         let created = now_ms();
         let key = i.to_string();
         let partition = (i % i64::from(partitions)) as i32;
-        let record = BaseRecord::to(&probe.topic)
+        let mut record = BaseRecord::to(&probe.topic)
             .partition(partition)
             .key(&key)
             .payload(&value)
             .timestamp(created);
-        producer
-            .send(record)
-            .map_err(|(e, _)| anyhow!("writing to the source: {e}"))?;
+        // Faster than the source takes: wait for room (the achieved rate
+        // is reported).
+        while let Err((e, back)) = producer.send(record) {
+            if e != KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull) {
+                bail!("writing to the source: {e}");
+            }
+            producer.poll(Duration::from_millis(5));
+            record = back;
+        }
         if due >= probe.warmup {
             measured_from.get_or_insert_with(Instant::now);
             measured.insert((partition, i), created);
