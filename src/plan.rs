@@ -261,9 +261,9 @@ pub fn plan(args: &PlanArgs) -> anyhow::Result<PlanReport> {
             tools,
         };
         let topics = plan_topics(&mut findings, source, target, alias, &filter, &options)?;
-        if let Some(topics) = topics {
+        if let Some((topics, resumes)) = topics {
             if !topics.is_empty() {
-                estimate = estimate_copy(&mut findings, source, &topics, args, limits);
+                estimate = estimate_copy(&mut findings, source, &topics, resumes, args, limits);
             }
         }
     }
@@ -414,7 +414,8 @@ fn is_timeout(e: &KafkaError) -> bool {
 
 /// The topic plan: the decision `run` acts on, the internal topics' checks
 /// and the settings created topics would get. Returns the selected source
-/// topics, or `None` when the metadata could not be read.
+/// topics and whether the deployment ran before (its position topic
+/// exists), or `None` when the metadata could not be read.
 fn plan_topics(
     findings: &mut Findings,
     source: &ClientConfig,
@@ -422,7 +423,7 @@ fn plan_topics(
     alias: &str,
     filter: &crate::topics::filter::TopicFilter,
     options: &TargetTopicOptions,
-) -> anyhow::Result<Option<Vec<SourceTopic>>> {
+) -> anyhow::Result<Option<(Vec<SourceTopic>, bool)>> {
     let (source_counts, target_metadata) = match (
         partition_counts(source, "source", CONNECT_TIMEOUT),
         cluster_metadata(target, "target", CONNECT_TIMEOUT),
@@ -562,7 +563,10 @@ fn plan_topics(
         }
         Err(e) => findings.problem(e.to_string(), "grant what the message names"),
     }
-    Ok(Some(topics))
+    let resumes = target_metadata
+        .topics
+        .contains_key(&internal_topics.position);
+    Ok(Some((topics, resumes)))
 }
 
 /// Watermarks and a sample of record sizes; `None` (with an `unknown:`
@@ -571,6 +575,7 @@ fn estimate_copy(
     findings: &mut Findings,
     source: &ClientConfig,
     topics: &[SourceTopic],
+    resumes: bool,
     args: &PlanArgs,
     limits: ThrottleLimits,
 ) -> Option<Estimate> {
@@ -621,10 +626,14 @@ fn estimate_copy(
     findings.add(
         Kind::Estimate,
         format!(
-            "about {} in at most {records} records over {} partition(s) of {} topic(s), if run starts from each partition's earliest record (a first start; a deployment that copied before resumes from its positions); estimated as {how}; the record count is an upper bound (transaction markers, aborted and compacted-away records take offsets too)",
+            "about {} in at most {records} records over {} partition(s) of {} topic(s), {}; estimated as {how}; the record count is an upper bound (transaction markers, aborted and compacted-away records take offsets too)",
             human_bytes(bytes),
             marks.len(),
-            topics.len()
+            topics.len(),
+            match resumes {
+                false => "from each partition's earliest record (a first start)",
+                true => "counted from each partition's earliest record, but this deployment ran before (its position topic exists) and resumes from its positions, so it copies only what is past them",
+            }
         ),
     );
     let by_bytes = limits.bytes_per_sec.filter(|_| mean.is_some()).map(|l| {
