@@ -231,6 +231,8 @@ fn a_running_mirror_is_not_fenced_by_plan() {
         &mut mirror,
     );
 
+    // The plan runs while the mirror copies a new batch.
+    bed.source.produce(&topic, &records(100, 2));
     let (code, out, _) = plan(&setup, &topic, &["--lanes", "2"]);
     assert_eq!(code, 0, "{out}");
     assert!(
