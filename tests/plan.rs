@@ -268,3 +268,26 @@ fn a_running_mirror_is_not_fenced_by_plan() {
     );
     assert_exact_copy(&bed.source, &bed.target, &topic);
 }
+
+#[test]
+fn an_internal_topic_run_would_refuse_is_a_problem_with_its_fix() {
+    let bed = bed();
+    let topic = bed.source.create_topic("plan-internal", 1);
+    let setup = MirrorSetup::new(&bed.source.bootstrap, &bed.target.bootstrap);
+    let position = format!("__eosmirror.position.{}", setup.alias);
+    bed.target
+        .create_topic_with(&position, 4, &[("cleanup.policy", "delete")]);
+
+    let (code, out, _) = plan(&setup, &topic, &[]);
+    assert_eq!(code, 1, "{out}");
+    let problem = out
+        .lines()
+        .find(|l| l.starts_with("problem:") && l.contains(&position))
+        .unwrap_or_else(|| panic!("no problem line names {position}:\n{out}"));
+    assert!(problem.contains("cleanup.policy=delete"), "{problem}");
+    assert!(
+        problem.contains("--add-config cleanup.policy=compact"),
+        "{problem}"
+    );
+    assert_eq!(bed.target.partition_count(&topic), None);
+}
