@@ -361,47 +361,67 @@ fn probe_transactions(
         .init_transactions(PROBE_TIMEOUT)
         .and_then(|()| producer.begin_transaction())
         .and_then(|()| producer.abort_transaction(PROBE_TIMEOUT));
+    // The user name is no secret; without SASL the principal is the
+    // certificate's or the broker's mapping of it, which plan cannot know.
     let principal = target
         .get("sasl.username")
         .map_or("<principal>".to_string(), |u| format!("User:{u}"));
-    let principal = if principal.starts_with("User:") || principal.starts_with('<') {
-        principal
-    } else {
-        format!("User:{principal}")
-    };
-    match result {
-        Ok(()) => findings.add(
+    findings.0.push(probe_finding(
+        result,
+        &id,
+        base,
+        &tools.to_string(),
+        &principal,
+    ));
+}
+
+/// What the probe's outcome means for `run`'s lanes (pure).
+fn probe_finding(
+    result: Result<(), KafkaError>,
+    id: &str,
+    base: &str,
+    tools: &str,
+    principal: &str,
+) -> Line {
+    let line = |kind, text: String, fix: Option<String>| Line { kind, text, fix };
+    let Err(e) = result else {
+        return line(
             Kind::Ok,
             format!(
                 "the target accepts transactions under {base}.* (probe {id}: init, begin and abort; no record written, the lanes' ids {base}.lane-N untouched)"
             ),
+            None,
+        );
+    };
+    match e.rdkafka_error_code() {
+        Some(RDKafkaErrorCode::TransactionalIdAuthorizationFailed) => line(
+            Kind::Problem,
+            format!(
+                "the target denies the transactional ids {base}.* (TransactionalIdAuthorizationFailed for the probe {id}); every lane's init_transactions would fail"
+            ),
+            Some(format!(
+                "`kafka-acls.sh {tools} --add --allow-principal {principal} --operation Write --operation Describe --transactional-id {base}. --resource-pattern-type prefixed`"
+            )),
         ),
-        Err(e) => match e.rdkafka_error_code() {
-            Some(RDKafkaErrorCode::TransactionalIdAuthorizationFailed) => findings.problem(
-                format!(
-                    "the target denies the transactional ids {base}.* (TransactionalIdAuthorizationFailed for the probe {id}); every lane's init_transactions would fail"
-                ),
-                format!(
-                    "`kafka-acls.sh {tools} --add --allow-principal {principal} --operation Write --operation Describe --transactional-id {base}. --resource-pattern-type prefixed`"
-                ),
+        Some(RDKafkaErrorCode::ClusterAuthorizationFailed) => line(
+            Kind::Problem,
+            format!("the target refuses the probe's producer id (ClusterAuthorizationFailed for {id})"),
+            Some(format!(
+                "`kafka-acls.sh {tools} --add --allow-principal {principal} --operation IdempotentWrite --cluster`"
+            )),
+        ),
+        _ if is_timeout(&e) => line(
+            Kind::Unknown,
+            format!(
+                "transactions on the target: the probe {id} got no answer within {PROBE_TIMEOUT:?} ({e}); the transaction coordinator may be unavailable (a target with fewer brokers than transaction.state.log.replication.factor or min.isr never has one)"
             ),
-            Some(RDKafkaErrorCode::ClusterAuthorizationFailed) => findings.problem(
-                format!("the target refuses the probe's producer id (ClusterAuthorizationFailed for {id})"),
-                format!(
-                    "`kafka-acls.sh {tools} --add --allow-principal {principal} --operation IdempotentWrite --cluster`"
-                ),
-            ),
-            Some(RDKafkaErrorCode::OperationTimedOut) | None if is_timeout(&e) => findings.add(
-                Kind::Unknown,
-                format!(
-                    "transactions on the target: the probe {id} got no answer within {PROBE_TIMEOUT:?} ({e}); the transaction coordinator may be unavailable (a target with fewer brokers than transaction.state.log.replication.factor or min.isr never has one)"
-                ),
-            ),
-            _ => findings.problem(
-                format!("the target refused a transaction of the probe {id}: {e}"),
-                "use a target that allows Kafka transactions, and allow the transactional ids (Write, Describe)",
-            ),
-        },
+            None,
+        ),
+        _ => line(
+            Kind::Problem,
+            format!("the target refused a transaction of the probe {id}: {e}"),
+            Some("use a target that allows Kafka transactions, and allow the transactional ids (Write, Describe)".into()),
+        ),
     }
 }
 
@@ -795,6 +815,31 @@ mod tests {
         assert!(text.ends_with(
             "plan: BLOCKED: 1 problem(s) would stop `eosmirror run`; fix them and plan again\n"
         ));
+    }
+
+    #[test]
+    fn a_denied_transactional_id_names_the_acl_to_grant() {
+        let denied = Err(KafkaError::Global(
+            RDKafkaErrorCode::TransactionalIdAuthorizationFailed,
+        ));
+        let tools = "--bootstrap-server t:9093 --command-config p.properties";
+        let line = probe_finding(denied, "x.a.plan-probe-1", "x.a", tools, "User:mirror");
+        assert_eq!(line.kind, Kind::Problem);
+        assert!(
+            line.text.contains("TransactionalIdAuthorizationFailed"),
+            "{}",
+            line.text
+        );
+        assert_eq!(
+            line.fix.as_deref(),
+            Some("`kafka-acls.sh --bootstrap-server t:9093 --command-config p.properties --add --allow-principal User:mirror --operation Write --operation Describe --transactional-id x.a. --resource-pattern-type prefixed`")
+        );
+        let timed_out = Err(KafkaError::Global(RDKafkaErrorCode::OperationTimedOut));
+        let line = probe_finding(timed_out, "x.a.plan-probe-1", "x.a", tools, "User:mirror");
+        assert_eq!(line.kind, Kind::Unknown);
+        let line = probe_finding(Ok(()), "x.a.plan-probe-1", "x.a", tools, "User:mirror");
+        assert_eq!(line.kind, Kind::Ok);
+        assert!(line.text.contains("x.a.lane-N untouched"), "{}", line.text);
     }
 
     #[test]
