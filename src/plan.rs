@@ -42,6 +42,7 @@ use crate::replication::progress::InternalTopics;
 use crate::replication::throttle::ThrottleLimits;
 use crate::replication::watermarks;
 use crate::run::{connection_only, load_client_config};
+use crate::topics::acls;
 use crate::topics::internal::{self, Finding as InternalFinding, Needs, ToolConnection};
 use crate::topics::target::{
     self, cluster_metadata, partition_counts, select, SourceTopic, TargetTopicOptions,
@@ -243,13 +244,9 @@ pub fn plan(args: &PlanArgs) -> anyhow::Result<PlanReport> {
         let base = format!("{}.{alias}", args.deployment.transactional_id_prefix);
         probe_transactions(&mut findings, target, &base, tools);
     }
-    findings.add(
-        Kind::Note,
-        "ACLs not listed: rdkafka 0.39's admin API has no DescribeAcls (librdkafka's is not wired \
-         in); the transaction probe and the topic checks show the grants run needs on the target, \
-         except Write on the target topics and Read on the fleet's group, which only a write or a \
-         group join would prove",
-    );
+    if let (Some((target, _)), Some(tools)) = (&target, &tools) {
+        list_acls(&mut findings, target, tools);
+    }
 
     let mut estimate = None;
     if let (Some((source, _)), Some((target, _)), Some(tools)) = (&source, &target, tools) {
@@ -422,6 +419,51 @@ fn probe_finding(
             format!("the target refused a transaction of the probe {id}: {e}"),
             Some("use a target that allows Kafka transactions, and allow the transactional ids (Write, Describe)".into()),
         ),
+    }
+}
+
+/// The target's ACLs for the principal of `--producer.config`, when the
+/// target lets it ask (DescribeAcls needs Describe on the cluster). Shown,
+/// not judged: the probes are what proves the grants `run` needs.
+fn list_acls(findings: &mut Findings, target: &ClientConfig, tools: &ToolConnection) {
+    let Some(user) = target.get("sasl.username") else {
+        findings.add(
+            Kind::Note,
+            "ACLs not listed: without a SASL user plan cannot tell which principal the target sees (a certificate's name, or ANONYMOUS)",
+        );
+        return;
+    };
+    let principal = format!("User:{user}");
+    let admin = match target::admin(target, "target") {
+        Ok(admin) => admin,
+        Err(e) => {
+            findings.add(Kind::Note, format!("ACLs not listed: {e}"));
+            return;
+        }
+    };
+    match acls::describe(admin.inner(), Some(&principal), CONNECT_TIMEOUT) {
+        Ok(entries) if entries.is_empty() => findings.add(
+            Kind::Note,
+            format!("DescribeAcls lists no ACL for {principal} on the target: none are set for it, or the target has no authorizer, or it may not describe ACLs (librdkafka 2.12 drops DescribeAcls' error code, so the three look alike); the probe above is the proof for transactions"),
+        ),
+        Ok(entries) => findings.add(
+            Kind::Ok,
+            format!(
+                "the target's ACLs for {principal} (DescribeAcls): {}",
+                entries.iter().map(ToString::to_string).collect::<Vec<_>>().join("; ")
+            ),
+        ),
+        Err(e) => match e.rdkafka_error_code() {
+            Some(RDKafkaErrorCode::SecurityDisabled) => findings.add(
+                Kind::Note,
+                "ACLs not listed: the target has no authorizer (DescribeAcls: security disabled), so every authenticated principal may do everything",
+            ),
+            Some(RDKafkaErrorCode::ClusterAuthorizationFailed) => findings.add(
+                Kind::Note,
+                format!("ACLs not listed: {principal} may not describe them (DescribeAcls needs Describe on the cluster: `kafka-acls.sh {tools} --add --allow-principal {principal} --operation Describe --cluster`); the probes above are the proof"),
+            ),
+            _ => findings.add(Kind::Note, format!("ACLs not listed: DescribeAcls failed: {e}")),
+        },
     }
 }
 

@@ -76,6 +76,10 @@ fn a_new_topic_is_planned_for_creation_and_nothing_is_written() {
     // 30 records at 10/s: 3 s; 30 x ~12 bytes at 100 B/s: 4 s.
     assert!(out.contains("at --throttle.records.per.sec 10"), "{out}");
     assert!(out.contains("plan: READY"), "{out}");
+    assert!(
+        out.contains("note: ACLs not listed: without a SASL user"),
+        "{out}"
+    );
 
     let (code, json, _) = plan(&setup, &topic, &["--format", "json"]);
     assert_eq!(code, 0, "{json}");
@@ -207,6 +211,15 @@ fn a_sasl_ssl_target_with_a_jks_truststore_is_ready() {
     );
     assert!(out.contains("ok: the target accepts transactions"), "{out}");
     assert!(out.contains(&format!("create: topic {topic}")), "{out}");
+    // The local target has no authorizer; librdkafka answers DescribeAcls
+    // with an empty list then, which plan must not present as proof.
+    assert!(
+        out.contains(&format!(
+            "DescribeAcls lists no ACL for User:{}",
+            s.cred("PLAIN_USER")
+        )),
+        "{out}"
+    );
     for secret in s.passwords() {
         assert!(
             !out.contains(&secret) && !err.contains(&secret),
