@@ -355,9 +355,10 @@ pub fn cluster_id(
                 }
                 if Instant::now() >= deadline {
                     let why = reported.last.unwrap_or_else(|| e.to_string());
-                    return Err(fail(format!(
+                    let error = fail(format!(
                         "{why} (gave up after {limit:?}); check the address, the network and security settings"
-                    )));
+                    ));
+                    return Err(GaveUp(error.to_string()).into());
                 }
             }
         }
@@ -368,6 +369,14 @@ pub fn cluster_id(
         .fetch_cluster_id(limit)
         .ok_or_else(|| anyhow!("the {cluster} cluster at {bootstrap} did not report a cluster id"))
 }
+
+/// The start-up check ran out of time without a named cause (a network
+/// fault, a firewall, brokers down): the error of [`cluster_id`] then is
+/// this type, so a caller (`plan`) can tell "cannot tell" from a known
+/// misconfiguration.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct GaveUp(String);
 
 /// How long one metadata request of the start-up check may take; error
 /// events (a wrong password, a TLS failure) are read between attempts.

@@ -99,6 +99,22 @@ fn execute(command: Command, runtime: &tokio::runtime::Runtime, json: bool) -> E
                 Err(e) => fail(json, &e),
             }
         }
+        Command::Plan(args) => {
+            let format = args.format;
+            match blocking(runtime, move || eosmirror::plan::plan(&args)) {
+                Ok(report) => {
+                    print(format, &report, || report.to_text());
+                    ExitCode::from(report.verdict.exit_code())
+                }
+                Err(e) => {
+                    say(
+                        json,
+                        format!("eosmirror: plan: could not tell: {}", one_line(&e)),
+                    );
+                    ExitCode::from(eosmirror::plan::Verdict::Unknown.exit_code())
+                }
+            }
+        }
         Command::Failover(args) => {
             let format = args.format;
             match blocking(runtime, move || eosmirror::failover::run(&args)) {

@@ -21,7 +21,7 @@ use crate::replication::limits::BatchLimits;
 use crate::replication::membership::{FleetSettings, LaneOwnership};
 use crate::replication::progress::InternalTopics;
 use crate::replication::supervisor::{self, SupervisorSettings};
-use crate::replication::throttle::{self, Throttle, ThrottleLimits};
+use crate::replication::throttle::{self, Throttle};
 use crate::shutdown::Shutdown;
 use crate::topics::filter::TopicFilter;
 use crate::topics::internal::ToolConnection;
@@ -106,11 +106,12 @@ fn instance_id() -> u64 {
 
 /// Runs replication until SIGTERM/SIGINT or a failure.
 pub async fn run(args: RunArgs) -> anyhow::Result<()> {
-    for note in args.mirrormaker.check(args.lanes)? {
+    for note in args.mirrormaker.check(args.deployment.lanes)? {
         tracing::info!("{note}");
     }
     let layout = Layout::new(
-        args.lanes
+        args.deployment
+            .lanes
             .or(args.mirrormaker.num_streams)
             .unwrap_or(DEFAULT_LANES),
     )?;
@@ -140,13 +141,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
                 .map_err(|e| anyhow::anyhow!("--groups.sync {g:?} is not a valid regex: {e}"))
         })
         .transpose()?;
-    let throttle_limits = match &args.throttle_file {
-        Some(file) => ThrottleLimits::load(file)?,
-        None => ThrottleLimits {
-            bytes_per_sec: args.throttle_bytes_per_sec,
-            records_per_sec: args.throttle_records_per_sec,
-        },
-    };
+    let throttle_limits = args.throttle.limits()?;
     let mut source = load_client_config(&args.connection.consumer_config, ClientRole::Consumer)?;
     let mut target = load_client_config(&args.connection.producer_config, ClientRole::Producer)?;
     let source_connection = connection_only(&source);
@@ -214,7 +209,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     let shutdown = Shutdown::default();
     shutdown.listen_for_signals()?;
     let throttle = Arc::new(Throttle::new(throttle_limits));
-    match &args.throttle_file {
+    match &args.throttle.throttle_file {
         Some(file) => {
             throttle::reload_on_sighup(throttle.clone(), file.clone())?;
             tracing::info!(file = %file.display(), "throttle: {throttle_limits} (SIGHUP re-reads the file)");
@@ -227,7 +222,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
 
     let transactional_id_base = format!(
         "{}.{}",
-        args.transactional_id_prefix, args.connection.source_alias
+        args.deployment.transactional_id_prefix, args.connection.source_alias
     );
     let fleet = FleetSettings {
         target: target_connection.clone(),
@@ -264,9 +259,9 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         target_admin: target_connection,
         filter,
         target_topics: TargetTopicOptions {
-            replication_factor: args.target_replication_factor,
-            add_partitions: args.target_add_partitions,
-            progress_retention: Duration::from_millis(args.progress_retention_ms),
+            replication_factor: args.target_topics.target_replication_factor,
+            add_partitions: args.target_topics.target_add_partitions,
+            progress_retention: Duration::from_millis(args.target_topics.progress_retention_ms),
             layout,
             tools,
         },

@@ -4,6 +4,7 @@
 pub mod common;
 pub mod groups_args;
 pub mod mirrormaker;
+pub mod plan_args;
 pub mod run_args;
 pub mod verify_args;
 
@@ -55,4 +56,8 @@ pub enum Command {
     /// The source is gone: apply the last recorded group offsets' translations
     /// to the target and report the recovery point.
     Failover(Box<groups_args::FailoverArgs>),
+    /// Preflight for `run` with the same flags; writes nothing. One line per
+    /// finding; exit 0: nothing blocks `run`; 1: something would; 2: could
+    /// not tell (a cluster unreachable).
+    Plan(Box<plan_args::PlanArgs>),
 }

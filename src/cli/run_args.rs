@@ -11,7 +11,7 @@ use super::common::{ConnectionArgs, TopicArgs};
 
 use super::common::{parse_size, parse_statistics_interval};
 use crate::replication::lane::GapPolicy;
-use crate::replication::throttle::{parse_bytes, parse_count};
+use crate::replication::throttle::{parse_bytes, parse_count, ThrottleFileError, ThrottleLimits};
 
 #[derive(Debug, Args)]
 pub struct RunArgs {
@@ -21,6 +21,15 @@ pub struct RunArgs {
     #[command(flatten)]
     pub topics: TopicArgs,
 
+    #[command(flatten)]
+    pub deployment: DeploymentArgs,
+
+    #[command(flatten)]
+    pub target_topics: TargetTopicArgs,
+
+    #[command(flatten)]
+    pub throttle: ThrottleArgs,
+
     /// Local cache of positions and offset translations. Safe to delete: it is
     /// rebuilt from the target.
     #[arg(
@@ -29,25 +38,6 @@ pub struct RunArgs {
         default_value = "eosmirror-state"
     )]
     pub state_dir: PathBuf,
-
-    /// Prefix of the transactional ids (`<prefix>.<alias>.lane-<k>`).
-    /// Instances sharing it fence each other, which is what makes a stalled
-    /// instance harmless.
-    #[arg(
-        long = "transactional.id.prefix",
-        env = "EOSMIRROR_TRANSACTIONAL_ID_PREFIX",
-        default_value = "eosmirror"
-    )]
-    pub transactional_id_prefix: String,
-
-    /// Lanes of the deployment (default 4): each lane is one source consumer
-    /// and one transactional producer copying its share of the partitions,
-    /// so threads, connections and target transactions depend on the lane
-    /// count, not on the partition count. Fixed for a --source.alias once it
-    /// ran (its internal topics have one partition per lane). MirrorMaker's
-    /// --num.streams maps here.
-    #[arg(long = "lanes", env = "EOSMIRROR_LANES", value_name = "N")]
-    pub lanes: Option<u32>,
 
     /// Longest a transaction collects records before committing (ms).
     /// MirrorMaker's --offset.commit.interval.ms maps here.
@@ -116,14 +106,6 @@ pub struct RunArgs {
     )]
     pub on_source_gap: GapPolicy,
 
-    /// Add partitions to target topics that have fewer than their source
-    /// (otherwise that is an error).
-    #[arg(
-        long = "target.add.partitions",
-        env = "EOSMIRROR_TARGET_ADD_PARTITIONS"
-    )]
-    pub target_add_partitions: bool,
-
     /// Copy into target partitions that already hold records eosmirror has
     /// no position for, appending after them (otherwise that is an error,
     /// because it usually means a changed --source.alias or another tool's copy).
@@ -141,16 +123,6 @@ pub struct RunArgs {
     /// topic stops the run.
     #[arg(long = "start.over", value_name = "TOPICS")]
     pub start_over: Option<String>,
-
-    /// Replication factor of topics eosmirror creates on the target; -1 takes
-    /// the target broker's default.
-    #[arg(long = "target.replication.factor", env = "EOSMIRROR_TARGET_REPLICATION_FACTOR", default_value_t = -1, allow_negative_numbers = true)]
-    pub target_replication_factor: i32,
-
-    /// Retention of the offset-translation history topic (ms). Must exceed
-    /// the largest consumer-group lag you want translated exactly.
-    #[arg(long = "progress.retention.ms", env = "EOSMIRROR_PROGRESS_RETENTION_MS", default_value_t = 7 * 24 * 3600 * 1000)]
-    pub progress_retention_ms: u64,
 
     /// Serve Prometheus metrics at http://ADDRESS/metrics, and the
     /// liveness and readiness probes at /healthz and /readyz.
@@ -213,6 +185,90 @@ pub struct RunArgs {
     )]
     pub shutdown_timeout_ms: u64,
 
+    /// Consumer groups (regex, whole name) whose source offsets are recorded
+    /// on the target and committed, translated exactly, to the same groups
+    /// on the target wherever those have no active members.
+    #[arg(
+        long = "groups.sync",
+        env = "EOSMIRROR_GROUPS_SYNC",
+        value_name = "REGEX"
+    )]
+    pub groups_sync: Option<String>,
+
+    /// Time between group sync rounds (ms).
+    #[arg(
+        long = "groups.sync.interval.ms",
+        env = "EOSMIRROR_GROUPS_SYNC_INTERVAL_MS",
+        default_value_t = 10_000,
+        value_parser = clap::value_parser!(u64).range(100..)
+    )]
+    pub groups_sync_interval_ms: u64,
+
+    /// The same in seconds: the name of earlier versions, kept so their
+    /// command lines still work.
+    #[arg(
+        long = "groups.sync.interval.secs",
+        env = "EOSMIRROR_GROUPS_SYNC_INTERVAL_SECS",
+        value_parser = clap::value_parser!(u64).range(1..),
+        conflicts_with = "groups_sync_interval_ms",
+        hide = true
+    )]
+    pub groups_sync_interval_secs: Option<u64>,
+
+    #[command(flatten)]
+    pub mirrormaker: super::mirrormaker::MirrorMakerFlags,
+}
+
+/// Which deployment on the target: its transactional ids and lane count.
+/// Shared by `run` and `plan`, so a plan checks exactly what the run uses.
+#[derive(Debug, Args, Clone)]
+pub struct DeploymentArgs {
+    /// Prefix of the transactional ids (`<prefix>.<alias>.lane-<k>`).
+    /// Instances sharing it fence each other, which is what makes a stalled
+    /// instance harmless.
+    #[arg(
+        long = "transactional.id.prefix",
+        env = "EOSMIRROR_TRANSACTIONAL_ID_PREFIX",
+        default_value = "eosmirror"
+    )]
+    pub transactional_id_prefix: String,
+
+    /// Lanes of the deployment (default 4): each lane is one source consumer
+    /// and one transactional producer copying its share of the partitions,
+    /// so threads, connections and target transactions depend on the lane
+    /// count, not on the partition count. Fixed for a --source.alias once it
+    /// ran (its internal topics have one partition per lane). MirrorMaker's
+    /// --num.streams maps here.
+    #[arg(long = "lanes", env = "EOSMIRROR_LANES", value_name = "N")]
+    pub lanes: Option<u32>,
+}
+
+/// How `run` creates and extends target topics. Shared by `run` and `plan`.
+#[derive(Debug, Args, Clone)]
+pub struct TargetTopicArgs {
+    /// Add partitions to target topics that have fewer than their source
+    /// (otherwise that is an error).
+    #[arg(
+        long = "target.add.partitions",
+        env = "EOSMIRROR_TARGET_ADD_PARTITIONS"
+    )]
+    pub target_add_partitions: bool,
+
+    /// Replication factor of topics eosmirror creates on the target; -1 takes
+    /// the target broker's default.
+    #[arg(long = "target.replication.factor", env = "EOSMIRROR_TARGET_REPLICATION_FACTOR", default_value_t = -1, allow_negative_numbers = true)]
+    pub target_replication_factor: i32,
+
+    /// Retention of the offset-translation history topic (ms). Must exceed
+    /// the largest consumer-group lag you want translated exactly.
+    #[arg(long = "progress.retention.ms", env = "EOSMIRROR_PROGRESS_RETENTION_MS", default_value_t = 7 * 24 * 3600 * 1000)]
+    pub progress_retention_ms: u64,
+}
+
+/// `--throttle.*`. Shared by `run` and `plan` (which estimates the copy's
+/// duration at these limits).
+#[derive(Debug, Args, Clone)]
+pub struct ThrottleArgs {
     /// Most source bytes (key+value+headers) read per second, all partitions
     /// together: e.g. 5000000, 5MB, 512KiB (K, M, G = powers of 1000; Ki, Mi,
     /// Gi = of 1024). Default: unlimited.
@@ -246,39 +302,19 @@ pub struct RunArgs {
         value_name = "FILE"
     )]
     pub throttle_file: Option<PathBuf>,
+}
 
-    /// Consumer groups (regex, whole name) whose source offsets are recorded
-    /// on the target and committed, translated exactly, to the same groups
-    /// on the target wherever those have no active members.
-    #[arg(
-        long = "groups.sync",
-        env = "EOSMIRROR_GROUPS_SYNC",
-        value_name = "REGEX"
-    )]
-    pub groups_sync: Option<String>,
-
-    /// Time between group sync rounds (ms).
-    #[arg(
-        long = "groups.sync.interval.ms",
-        env = "EOSMIRROR_GROUPS_SYNC_INTERVAL_MS",
-        default_value_t = 10_000,
-        value_parser = clap::value_parser!(u64).range(100..)
-    )]
-    pub groups_sync_interval_ms: u64,
-
-    /// The same in seconds: the name of earlier versions, kept so their
-    /// command lines still work.
-    #[arg(
-        long = "groups.sync.interval.secs",
-        env = "EOSMIRROR_GROUPS_SYNC_INTERVAL_SECS",
-        value_parser = clap::value_parser!(u64).range(1..),
-        conflicts_with = "groups_sync_interval_ms",
-        hide = true
-    )]
-    pub groups_sync_interval_secs: Option<u64>,
-
-    #[command(flatten)]
-    pub mirrormaker: super::mirrormaker::MirrorMakerFlags,
+impl ThrottleArgs {
+    /// The limits from the flags, or from `--throttle.file`.
+    pub fn limits(&self) -> Result<ThrottleLimits, ThrottleFileError> {
+        match &self.throttle_file {
+            Some(file) => ThrottleLimits::load(file),
+            None => Ok(ThrottleLimits {
+                bytes_per_sec: self.throttle_bytes_per_sec,
+                records_per_sec: self.throttle_records_per_sec,
+            }),
+        }
+    }
 }
 
 impl RunArgs {

@@ -1,5 +1,6 @@
 //! Source topic selection and target topic preparation.
 
+pub mod acls;
 pub mod filter;
 pub mod identity;
 pub mod internal;

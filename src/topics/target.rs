@@ -20,7 +20,7 @@ use rdkafka::error::KafkaError;
 use rdkafka::types::RDKafkaErrorCode;
 
 use super::filter::TopicFilter;
-use super::internal::{self, Finding, Needs, ToolConnection};
+use super::internal::{self, Finding, InternalKind, Needs, ToolConnection};
 use crate::replication::layout::Layout;
 use crate::replication::progress::InternalTopics;
 
@@ -177,13 +177,149 @@ pub fn select(counts: &BTreeMap<String, i32>, filter: &TopicFilter) -> Vec<Sourc
         .collect()
 }
 
-/// An internal topic to create: name, partitions, settings.
-type InternalSpec<'a> = (&'a str, i32, Vec<(&'a str, &'a str)>);
+/// An internal topic `run` creates when it is missing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InternalTopicSpec {
+    pub name: String,
+    pub kind: InternalKind,
+    pub partitions: i32,
+    pub settings: Vec<(&'static str, String)>,
+}
+
+/// The internal topics of a deployment as `run` creates them: the progress
+/// and position topics with one partition per lane, the groups topic with one.
+pub fn internal_specs(
+    internal: &InternalTopics,
+    options: &TargetTopicOptions,
+) -> [InternalTopicSpec; 3] {
+    let lanes = options.layout.internal_partitions();
+    let compacted = || {
+        vec![
+            ("cleanup.policy", "compact".to_string()),
+            ("segment.ms", "3600000".to_string()),
+            ("min.cleanable.dirty.ratio", "0.1".to_string()),
+        ]
+    };
+    [
+        InternalTopicSpec {
+            name: internal.progress.clone(),
+            kind: InternalKind::Progress,
+            partitions: lanes,
+            settings: vec![
+                ("cleanup.policy", "delete".to_string()),
+                (
+                    "retention.ms",
+                    options.progress_retention.as_millis().to_string(),
+                ),
+            ],
+        },
+        InternalTopicSpec {
+            name: internal.position.clone(),
+            kind: InternalKind::Position,
+            partitions: lanes,
+            settings: compacted(),
+        },
+        InternalTopicSpec {
+            name: internal.groups.clone(),
+            kind: InternalKind::Groups,
+            partitions: 1,
+            settings: compacted(),
+        },
+    ]
+}
+
+/// What `run` does to the target for the selected source topics, decided
+/// from the two clusters' metadata alone. `run` ([`prepare_target`]) acts on
+/// it and `eosmirror plan` prints it, so the preflight and the run never
+/// disagree about what would be created or refused.
+#[derive(Debug, Clone, Default)]
+pub struct TopicDecision {
+    /// Source topics without a target topic: created with the source's
+    /// partition count and carried settings.
+    pub missing: Vec<SourceTopic>,
+    /// Target topics with at least the source's partitions: (source topic,
+    /// target partitions).
+    pub present: Vec<(SourceTopic, i32)>,
+    /// (topic, source partitions, target partitions) where the target has
+    /// fewer: refused, or extended with `--target.add.partitions`.
+    pub too_few: Vec<(String, i32, i32)>,
+    /// Whether `too_few` is extended rather than refused.
+    pub add_partitions: bool,
+    /// Internal topics that do not exist yet.
+    pub internal_missing: Vec<InternalTopicSpec>,
+    /// Internal topics that exist (their settings are checked by
+    /// [`internal::check_existing`]).
+    pub internal_present: Vec<InternalTopicSpec>,
+    /// Progress or position topics whose partition count is another lane
+    /// count: (topic, partitions).
+    pub layout_mismatch: Vec<(String, i32)>,
+    /// The lane count of this run.
+    pub lanes: u32,
+}
+
+impl TopicDecision {
+    /// Every reason the decision refuses, in the order `run` reports them.
+    pub fn refusals(&self) -> Vec<TopicError> {
+        let mut refusals = Vec::new();
+        if !self.too_few.is_empty() && !self.add_partitions {
+            refusals.push(TopicError::TooFewPartitions(self.too_few.clone()));
+        }
+        for (topic, partitions) in &self.layout_mismatch {
+            refusals.push(TopicError::Layout {
+                topic: topic.clone(),
+                partitions: *partitions,
+                lanes: self.lanes,
+            });
+        }
+        refusals
+    }
+}
+
+/// Decides what to create, extend or refuse on the target (pure).
+pub fn decide(
+    topics: &[SourceTopic],
+    target_metadata: &ClusterMetadata,
+    internal: &InternalTopics,
+    options: &TargetTopicOptions,
+) -> TopicDecision {
+    let partitions_on_target = |name: &str| target_metadata.topics.get(name).map(|t| t.partitions);
+    let mut decision = TopicDecision {
+        add_partitions: options.add_partitions,
+        lanes: options.layout.lanes(),
+        ..TopicDecision::default()
+    };
+    for topic in topics {
+        match partitions_on_target(&topic.name) {
+            None => decision.missing.push(topic.clone()),
+            Some(n) if n < topic.partitions => {
+                decision
+                    .too_few
+                    .push((topic.name.clone(), topic.partitions, n))
+            }
+            Some(n) => decision.present.push((topic.clone(), n)),
+        }
+    }
+    for spec in internal_specs(internal, options) {
+        match partitions_on_target(&spec.name) {
+            None => decision.internal_missing.push(spec),
+            Some(partitions) => {
+                if spec.kind != InternalKind::Groups && partitions != spec.partitions {
+                    decision
+                        .layout_mismatch
+                        .push((spec.name.clone(), partitions));
+                }
+                decision.internal_present.push(spec);
+            }
+        }
+    }
+    decision
+}
 
 /// Creates or extends target topics so that every source partition has a
-/// same-numbered target partition, and creates the internal topics. Checks
-/// the internal topics that exist first ([`internal::check_existing`]);
-/// returns its warnings, which do not stop the run.
+/// same-numbered target partition, and creates the internal topics, as
+/// [`decide`] decided. Checks the internal topics that exist first
+/// ([`internal::check_existing`]); returns its warnings, which do not stop
+/// the run.
 pub async fn prepare_target(
     source: &ClientConfig,
     target: &ClientConfig,
@@ -192,32 +328,9 @@ pub async fn prepare_target(
     internal: &InternalTopics,
     options: &TargetTopicOptions,
 ) -> Result<Vec<Finding>, TopicError> {
-    let partitions_on_target = |name: &str| target_metadata.topics.get(name).map(|t| t.partitions);
-    let mut missing = Vec::new();
-    let mut too_few = Vec::new();
-    for topic in topics {
-        match partitions_on_target(&topic.name) {
-            None => missing.push(topic),
-            Some(n) if n < topic.partitions => {
-                too_few.push((topic.name.clone(), topic.partitions, n))
-            }
-            Some(_) => {}
-        }
-    }
-    if !too_few.is_empty() && !options.add_partitions {
-        return Err(TopicError::TooFewPartitions(too_few));
-    }
-    let lanes = options.layout.internal_partitions();
-    for topic in [&internal.progress, &internal.position] {
-        if let Some(partitions) = partitions_on_target(topic) {
-            if partitions != lanes {
-                return Err(TopicError::Layout {
-                    topic: topic.clone(),
-                    partitions,
-                    lanes: options.layout.lanes(),
-                });
-            }
-        }
+    let decision = decide(topics, target_metadata, internal, options);
+    if let Some(refusal) = decision.refusals().into_iter().next() {
+        return Err(refusal);
     }
 
     let source_admin = admin(source, "source")?;
@@ -239,39 +352,10 @@ pub async fn prepare_target(
     }
 
     let mut new_topics = Vec::new();
-    for topic in &missing {
+    for topic in &decision.missing {
         let settings = source_topic_settings(&source_admin, &topic.name).await?;
         new_topics.push((topic, settings));
     }
-    let progress_retention = options.progress_retention.as_millis().to_string();
-    let internal_specs: [InternalSpec<'_>; 3] = [
-        (
-            &internal.progress,
-            lanes,
-            vec![
-                ("cleanup.policy", "delete"),
-                ("retention.ms", &progress_retention),
-            ],
-        ),
-        (
-            &internal.position,
-            lanes,
-            vec![
-                ("cleanup.policy", "compact"),
-                ("segment.ms", "3600000"),
-                ("min.cleanable.dirty.ratio", "0.1"),
-            ],
-        ),
-        (
-            &internal.groups,
-            1,
-            vec![
-                ("cleanup.policy", "compact"),
-                ("segment.ms", "3600000"),
-                ("min.cleanable.dirty.ratio", "0.1"),
-            ],
-        ),
-    ];
 
     let mut creations: Vec<NewTopic<'_>> = Vec::new();
     for (topic, settings) in &new_topics {
@@ -285,16 +369,13 @@ pub async fn prepare_target(
         }
         creations.push(new);
     }
-    for (name, partitions, settings) in &internal_specs {
-        if target_metadata.topics.contains_key(*name) {
-            continue;
-        }
+    for spec in &decision.internal_missing {
         let mut new = NewTopic::new(
-            name,
-            *partitions,
+            &spec.name,
+            spec.partitions,
             TopicReplication::Fixed(options.replication_factor),
         );
-        for (k, v) in settings {
+        for (k, v) in &spec.settings {
             new = new.set(k, v);
         }
         creations.push(new);
@@ -316,8 +397,9 @@ pub async fn prepare_target(
         }
     }
 
-    if !too_few.is_empty() {
-        let additions: Vec<NewPartitions<'_>> = too_few
+    if !decision.too_few.is_empty() {
+        let additions: Vec<NewPartitions<'_>> = decision
+            .too_few
             .iter()
             .map(|(name, source_count, _)| NewPartitions::new(name, *source_count as usize))
             .collect();
@@ -337,7 +419,7 @@ pub async fn prepare_target(
     Ok(warnings)
 }
 
-fn admin(
+pub(crate) fn admin(
     config: &ClientConfig,
     cluster: &'static str,
 ) -> Result<AdminClient<DefaultClientContext>, TopicError> {
@@ -356,7 +438,7 @@ fn admin_error(operation: &'static str, topic: &str, reason: String) -> TopicErr
 }
 
 /// The settings of `topic` on the source worth carrying to the target.
-async fn source_topic_settings(
+pub(crate) async fn source_topic_settings(
     source_admin: &AdminClient<DefaultClientContext>,
     topic: &str,
 ) -> Result<Vec<(String, String)>, TopicError> {
@@ -389,4 +471,70 @@ async fn source_topic_settings(
         }
     }
     Ok(settings)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use super::*;
+
+    fn options(add_partitions: bool) -> TargetTopicOptions {
+        let mut target = ClientConfig::new();
+        target.set("bootstrap.servers", "t:9092");
+        TargetTopicOptions {
+            replication_factor: -1,
+            add_partitions,
+            progress_retention: Duration::from_secs(3600),
+            layout: Layout::new(4).unwrap(),
+            tools: ToolConnection::new(&target, Path::new("p.properties")),
+        }
+    }
+
+    fn shape(partitions: i32) -> TopicShape {
+        TopicShape {
+            partitions,
+            replication_factor: 1,
+        }
+    }
+
+    #[test]
+    fn the_decision_creates_extends_or_refuses_from_metadata_alone() {
+        let internal = InternalTopics::for_alias("a");
+        let topic = |name: &str, partitions| SourceTopic {
+            name: name.into(),
+            partitions,
+        };
+        let topics = [topic("new", 3), topic("same", 2), topic("short", 3)];
+        let mut target = ClusterMetadata {
+            brokers: 1,
+            ..ClusterMetadata::default()
+        };
+        target.topics.insert("same".into(), shape(4));
+        target.topics.insert("short".into(), shape(2));
+        target.topics.insert(internal.position.clone(), shape(2));
+
+        let decision = decide(&topics, &target, &internal, &options(false));
+        assert_eq!(decision.missing, [topic("new", 3)]);
+        assert_eq!(decision.present, [(topic("same", 2), 4)]);
+        assert_eq!(decision.too_few, [("short".to_string(), 3, 2)]);
+        let missing: Vec<_> = decision.internal_missing.iter().map(|s| &s.name).collect();
+        assert_eq!(missing, [&internal.progress, &internal.groups]);
+        assert_eq!(decision.layout_mismatch, [(internal.position.clone(), 2)]);
+        let refusals: Vec<String> = decision.refusals().iter().map(|r| r.to_string()).collect();
+        assert_eq!(refusals.len(), 2, "{refusals:?}");
+        assert!(
+            refusals[0].contains("short (source 3, target 2)"),
+            "{refusals:?}"
+        );
+        assert!(refusals[1].contains("Run with --lanes 2"), "{refusals:?}");
+
+        let extending = decide(&topics, &target, &internal, &options(true));
+        assert_eq!(extending.refusals().len(), 1, "only the layout refuses");
+        let progress = &extending.internal_missing[0];
+        assert_eq!(progress.partitions, 4);
+        assert!(progress
+            .settings
+            .contains(&("retention.ms", "3600000".to_string())));
+    }
 }

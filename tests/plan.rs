@@ -1,0 +1,306 @@
+//! `eosmirror plan`, the preflight before a cutover, against the real
+//! clusters: it says what `run` would create or refuse, names a security
+//! mistake without printing the secret, works through the SASL_SSL listener
+//! with a JKS trust store, writes nothing, and never fences a running
+//! instance with its transaction probe.
+
+mod support;
+
+use std::fs;
+use std::time::Duration;
+
+use support::mirror::{assert_exact_copy, wait_for_copy, MirrorSetup};
+use support::{bed, secured_target, TestRecord, SASL_USER};
+
+const PLAIN: &str = "org.apache.kafka.common.security.plain.PlainLoginModule";
+
+fn records(count: i32, partitions: i32) -> Vec<TestRecord> {
+    (0..count)
+        .map(|i| TestRecord::new(i % partitions, &format!("k{i}"), &format!("value-{i:04}")))
+        .collect()
+}
+
+/// Runs `eosmirror plan --include <topic>` plus `extra`; exit code, stdout
+/// and stderr (printed for the test log).
+fn plan(setup: &MirrorSetup, topic: &str, extra: &[&str]) -> (i32, String, String) {
+    let mut args = vec!["--include", topic];
+    args.extend_from_slice(extra);
+    let (code, out, err) = setup.command("plan", &args);
+    eprintln!("plan exit {code}\n--- stdout\n{out}--- stderr\n{err}");
+    (code, out, err)
+}
+
+fn internal_topics(alias: &str) -> [String; 3] {
+    ["progress", "position", "groups"].map(|kind| format!("__eosmirror.{kind}.{alias}"))
+}
+
+#[test]
+fn a_new_topic_is_planned_for_creation_and_nothing_is_written() {
+    let bed = bed();
+    let topic = bed.source.create_topic("plan-new", 3);
+    bed.source.produce(&topic, &records(30, 3));
+    let setup = MirrorSetup::new(&bed.source.bootstrap, &bed.target.bootstrap);
+
+    let (code, out, _) = plan(
+        &setup,
+        &topic,
+        &["--throttle", "100", "--throttle.records.per.sec", "10"],
+    );
+    assert_eq!(code, 0, "{out}");
+    assert!(
+        out.contains(&format!(
+            "create: topic {topic} on the target: 3 partition(s)"
+        )),
+        "{out}"
+    );
+    for internal in internal_topics(&setup.alias) {
+        assert!(
+            out.contains(&format!("create: internal topic {internal}:")),
+            "{out}"
+        );
+    }
+    assert!(out.contains("ok: source cluster"), "{out}");
+    assert!(out.contains("ok: target cluster"), "{out}");
+    assert!(
+        out.contains(&format!(
+            "ok: the target accepts transactions under eosmirror.{}.*",
+            setup.alias
+        )),
+        "{out}"
+    );
+    assert!(
+        out.contains("at most 30 records over 3 partition(s)"),
+        "{out}"
+    );
+    assert!(out.contains("mean key+value+header size"), "{out}");
+    // 30 records at 10/s: 3 s; 30 x ~12 bytes at 100 B/s: 4 s.
+    assert!(out.contains("at --throttle.records.per.sec 10"), "{out}");
+    assert!(out.contains("plan: READY"), "{out}");
+    assert!(
+        out.contains("note: ACLs not listed: without a SASL user"),
+        "{out}"
+    );
+
+    let (code, json, _) = plan(&setup, &topic, &["--format", "json"]);
+    assert_eq!(code, 0, "{json}");
+    let report: serde_json::Value = serde_json::from_str(&json).expect("JSON report");
+    assert_eq!(report["verdict"], "ready", "{json}");
+    assert_eq!(report["estimate"]["records_at_most"], 30, "{json}");
+
+    assert_eq!(
+        bed.target.partition_count(&topic),
+        None,
+        "plan created the target topic"
+    );
+    for internal in internal_topics(&setup.alias) {
+        assert_eq!(
+            bed.target.partition_count(&internal),
+            None,
+            "plan created {internal}"
+        );
+    }
+    assert!(!setup.state_dir.exists(), "plan created a state dir");
+}
+
+#[test]
+fn a_target_topic_with_fewer_partitions_blocks_and_is_named_with_its_fix() {
+    let bed = bed();
+    let topic = bed.source.create_topic("plan-short", 3);
+    bed.source.produce(&topic, &records(9, 3));
+    bed.target.create_topic_with(&topic, 2, &[]);
+    let setup = MirrorSetup::new(&bed.source.bootstrap, &bed.target.bootstrap);
+
+    let (code, out, _) = plan(&setup, &topic, &[]);
+    assert_eq!(code, 1, "{out}");
+    let problem = out
+        .lines()
+        .find(|l| l.starts_with("problem:") && l.contains(&topic))
+        .unwrap_or_else(|| panic!("no problem line names {topic}:\n{out}"));
+    assert!(
+        problem.contains("has 2 partition(s), fewer than its source's 3"),
+        "{problem}"
+    );
+    assert!(
+        problem.contains(&format!("--alter --topic {topic} --partitions 3")),
+        "{problem}"
+    );
+    assert!(problem.contains("--target.add.partitions"), "{problem}");
+    assert!(out.contains("plan: BLOCKED: 1 problem(s)"), "{out}");
+
+    let (code, out, _) = plan(&setup, &topic, &["--target.add.partitions"]);
+    assert_eq!(code, 0, "{out}");
+    assert!(
+        out.contains(&format!(
+            "add-partitions: topic {topic} on the target: from 2 to 3 partition(s)"
+        )),
+        "{out}"
+    );
+    assert_eq!(
+        bed.target.partition_count(&topic),
+        Some(2),
+        "plan changed it"
+    );
+}
+
+#[test]
+fn a_wrong_sasl_password_is_named_and_never_printed() {
+    let bed = bed();
+    let Some(sasl) = &bed.target.sasl_plain else {
+        eprintln!("skipped: the target has no SASL listener");
+        return;
+    };
+    let topic = bed.source.create_topic("plan-sasl", 1);
+    let wrong = "not-the-password-plan-51c2";
+    let setup = MirrorSetup::new(&bed.source.bootstrap, sasl);
+    fs::write(
+        &setup.producer_config,
+        format!(
+            "bootstrap.servers={sasl}\nsecurity.protocol=SASL_PLAINTEXT\nsasl.mechanism=PLAIN\n\
+             sasl.jaas.config={PLAIN} required username=\"{}\" password=\"{wrong}\";\n",
+            SASL_USER.0
+        ),
+    )
+    .unwrap();
+
+    let (code, out, err) = plan(&setup, &topic, &["--log", "trace"]);
+    assert_eq!(code, 1, "{out}");
+    let problem = out
+        .lines()
+        .find(|l| l.starts_with("problem:") && l.contains("target cluster"))
+        .unwrap_or_else(|| panic!("no problem line for the target:\n{out}"));
+    assert!(problem.contains("authentication failed"), "{problem}");
+    assert!(problem.contains("sasl.jaas.config"), "{problem}");
+    for output in [&out, &err] {
+        assert!(!output.contains(wrong), "the password was printed");
+    }
+    assert!(out.contains("plan: BLOCKED"), "{out}");
+}
+
+#[test]
+fn a_sasl_ssl_target_with_a_jks_truststore_is_ready() {
+    let Some(s) = secured_target() else { return };
+    let bed = bed();
+    let topic = bed.source.create_topic("plan-secured", 2);
+    bed.source.produce(&topic, &records(10, 2));
+    let setup = MirrorSetup::new(&bed.source.bootstrap, &s.sasl_ssl_plain);
+    fs::write(
+        &setup.producer_config,
+        format!(
+            "bootstrap.servers={}\n\
+             sasl.jaas.config={PLAIN} required username=\"{}\" password=\"{}\";\n\
+             sasl.mechanism=PLAIN\n\
+             security.protocol=SASL_SSL\n\
+             ssl.truststore.location={}\n\
+             ssl.truststore.password={}\n\
+             ssl.endpoint.identification.algorithm=\n",
+            s.sasl_ssl_plain,
+            s.cred("PLAIN_USER"),
+            s.cred("PLAIN_PASSWORD"),
+            s.file("client.truststore.jks"),
+            s.cred("CLIENT_TRUSTSTORE_PASSWORD"),
+        ),
+    )
+    .unwrap();
+
+    let (code, out, err) = plan(&setup, &topic, &["--log", "debug"]);
+    assert_eq!(code, 0, "{out}");
+    assert!(
+        out.lines().any(|l| l.starts_with("ok: target cluster")
+            && l.contains(&format!("reachable at {}", s.sasl_ssl_plain))),
+        "{out}"
+    );
+    assert!(out.contains("ok: the target accepts transactions"), "{out}");
+    assert!(out.contains(&format!("create: topic {topic}")), "{out}");
+    // The local target has no authorizer; librdkafka answers DescribeAcls
+    // with an empty list then, which plan must not present as proof.
+    assert!(
+        out.contains(&format!(
+            "DescribeAcls lists no ACL for User:{}",
+            s.cred("PLAIN_USER")
+        )),
+        "{out}"
+    );
+    for secret in s.passwords() {
+        assert!(
+            !out.contains(&secret) && !err.contains(&secret),
+            "a password was printed"
+        );
+    }
+    assert_eq!(bed.target.partition_count(&topic), None);
+}
+
+#[test]
+fn a_running_mirror_is_not_fenced_by_plan() {
+    let bed = bed();
+    let topic = bed.source.create_topic("plan-live", 2);
+    bed.source.produce(&topic, &records(100, 2));
+    let setup = MirrorSetup::new(&bed.source.bootstrap, &bed.target.bootstrap);
+    let mut mirror = setup.start(&topic, &["--lanes", "2"]);
+    wait_for_copy(
+        &bed.source,
+        &bed.target,
+        &topic,
+        Duration::from_secs(120),
+        &mut mirror,
+    );
+
+    // The plan runs while the mirror copies a new batch.
+    bed.source.produce(&topic, &records(100, 2));
+    let (code, out, _) = plan(&setup, &topic, &["--lanes", "2"]);
+    assert_eq!(code, 0, "{out}");
+    assert!(
+        out.contains(&format!("ok: topic {topic} exists on the target")),
+        "{out}"
+    );
+    for internal in internal_topics(&setup.alias) {
+        assert!(
+            out.contains(&format!("ok: internal topic {internal} exists")),
+            "{out}"
+        );
+    }
+    assert!(!out.contains(".lane-0"), "plan used a lane's id:\n{out}");
+
+    // Still copying after the probe: new records arrive, no lane restarted
+    // because it was fenced.
+    bed.source.produce(&topic, &records(100, 2));
+    wait_for_copy(
+        &bed.source,
+        &bed.target,
+        &topic,
+        Duration::from_secs(120),
+        &mut mirror,
+    );
+    let code = mirror.stop(Duration::from_secs(30));
+    let output = mirror.output();
+    assert_eq!(code, 0, "{output}");
+    assert!(
+        !output
+            .lines()
+            .any(|l| l.contains("restarting lane session") && l.contains("fenced")),
+        "a lane was fenced:\n{output}"
+    );
+    assert_exact_copy(&bed.source, &bed.target, &topic);
+}
+
+#[test]
+fn an_internal_topic_run_would_refuse_is_a_problem_with_its_fix() {
+    let bed = bed();
+    let topic = bed.source.create_topic("plan-internal", 1);
+    let setup = MirrorSetup::new(&bed.source.bootstrap, &bed.target.bootstrap);
+    let position = format!("__eosmirror.position.{}", setup.alias);
+    bed.target
+        .create_topic_with(&position, 4, &[("cleanup.policy", "delete")]);
+
+    let (code, out, _) = plan(&setup, &topic, &[]);
+    assert_eq!(code, 1, "{out}");
+    let problem = out
+        .lines()
+        .find(|l| l.starts_with("problem:") && l.contains(&position))
+        .unwrap_or_else(|| panic!("no problem line names {position}:\n{out}"));
+    assert!(problem.contains("cleanup.policy=delete"), "{problem}");
+    assert!(
+        problem.contains("--add-config cleanup.policy=compact"),
+        "{problem}"
+    );
+    assert_eq!(bed.target.partition_count(&topic), None);
+}
