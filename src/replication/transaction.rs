@@ -39,6 +39,10 @@ impl TxnFailure {
     }
 }
 
+/// How long a commit's flush lets the broker threads send what lingers
+/// right away: they wake within a fraction of this.
+const FLUSH_WINDOW_MS: i32 = 5;
+
 /// Pause while draining when no delivery report was waiting.
 const DRAIN_PAUSE: Duration = Duration::from_millis(1);
 
@@ -153,13 +157,20 @@ impl TransactionalProducer {
     /// `limit`.
     fn drain_in_flight(&self, limit: Duration) -> Result<(), KafkaError> {
         let deadline = Instant::now() + limit;
-        // With no time to wait, librdkafka's flush only wakes the brokers to
-        // send what lingers and says whether anything is left. Once: every
-        // wake-up makes each broker thread scan all its partitions' queues.
-        match self.producer.flush(Duration::ZERO) {
-            Err(KafkaError::Flush(RDKafkaErrorCode::OperationTimedOut)) => {}
-            outcome => return outcome,
+        if self.producer.in_flight_count() == 0 {
+            return Ok(());
         }
+        // librdkafka sends lingering batches at once only while a flush
+        // call is in progress when a broker thread looks; rust-rdkafka's
+        // `flush` makes the call with no time to wait, which usually ends
+        // first, and the batches then wait out `linger.ms` (up to 50 ms per
+        // commit). So one call held open for FLUSH_WINDOW_MS (it cannot
+        // finish earlier: the reports are events only `poll` serves). Once:
+        // every wake-up makes each broker thread scan all its partitions.
+        // SAFETY: the pointer is this live producer's handle.
+        unsafe {
+            rdkafka::bindings::rd_kafka_flush(self.producer.client().native_ptr(), FLUSH_WINDOW_MS)
+        };
         loop {
             // Records not yet reported, and reports not yet served.
             let outstanding = self.producer.in_flight_count();
