@@ -26,6 +26,7 @@ mod jks;
 mod librdkafka;
 mod pem;
 pub mod properties;
+mod role;
 mod rules;
 pub mod secrets;
 mod stores;
@@ -36,10 +37,11 @@ use std::path::Path;
 
 pub use error::ConfigError;
 pub use properties::{parse, DuplicateKey, Properties, PropertiesError, Property};
+pub use role::ClientRole;
 pub use secrets::{is_secret_key, redact, Redacted, SafeValue};
 pub use stores::{StoreFormat, StoreProblem};
 pub use system_trust::{StoreOrigin, SystemStore, SystemTrustProblem};
-pub use translate::{translate, ClientRole, DroppedKey, Translated};
+pub use translate::{translate, DroppedKey, Translated};
 
 /// Reads the Java client properties file at `path` and translates it for a client of kind
 /// `role`.

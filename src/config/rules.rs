@@ -10,7 +10,7 @@
 //! then validates every resulting setting.
 
 use super::pem;
-use super::translate::ClientRole;
+use super::role::ClientRole;
 
 const ALL: &[ClientRole] = &[
     ClientRole::Consumer,

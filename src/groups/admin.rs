@@ -22,8 +22,8 @@ use rdkafka::error::KafkaError;
 use rdkafka::types::{RDKafkaErrorCode, RDKafkaRespErr};
 use rdkafka::{Offset, TopicPartitionList};
 
-use super::kafka::{GroupError, GroupMembership};
 use super::TopicPartition;
+use super::{GroupError, GroupMembership};
 use crate::ffi::Owned;
 
 /// Groups described per DescribeConsumerGroups request.

@@ -4,7 +4,8 @@
 
 use std::collections::BTreeMap;
 
-use super::kafka::{GroupClient, GroupError};
+use super::kafka::GroupClient;
+use super::GroupError;
 use super::TopicPartition;
 
 /// Why translated offsets were not committed.

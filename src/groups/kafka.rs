@@ -9,28 +9,7 @@ use rdkafka::error::KafkaError;
 use rdkafka::types::RDKafkaErrorCode;
 
 use super::admin::{GroupAdmin, PerGroup};
-use super::TopicPartition;
-
-/// A group operation failed; names the cluster, the group and what was done.
-#[derive(Debug, thiserror::Error)]
-#[error("{operation} of group {group:?} on the {cluster} cluster: {source}")]
-pub struct GroupError {
-    pub cluster: &'static str,
-    pub group: String,
-    pub operation: &'static str,
-    /// Boxed: Kafka errors are large and this travels in `Result`s.
-    #[source]
-    pub source: Box<KafkaError>,
-}
-
-/// Who is in a group right now.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct GroupMembership {
-    /// Broker's group state (`Empty`, `Stable`, `Dead`, ...).
-    pub state: String,
-    /// `client_id@host` of each active member.
-    pub members: Vec<String>,
-}
+use super::{GroupError, GroupMembership, TopicPartition};
 
 /// One cluster, seen through a group's eyes.
 #[derive(Clone)]

@@ -9,5 +9,28 @@ pub mod record;
 pub mod sync;
 pub mod translation;
 
+use rdkafka::error::KafkaError;
+
 /// A partition of a topic, as groups commit offsets for it.
 pub type TopicPartition = (String, i32);
+
+/// A group operation failed; names the cluster, the group and what was done.
+#[derive(Debug, thiserror::Error)]
+#[error("{operation} of group {group:?} on the {cluster} cluster: {source}")]
+pub struct GroupError {
+    pub cluster: &'static str,
+    pub group: String,
+    pub operation: &'static str,
+    /// Boxed: Kafka errors are large and this travels in `Result`s.
+    #[source]
+    pub source: Box<KafkaError>,
+}
+
+/// Who is in a group right now.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GroupMembership {
+    /// Broker's group state (`Empty`, `Stable`, `Dead`, ...).
+    pub state: String,
+    /// `client_id@host` of each active member.
+    pub members: Vec<String>,
+}
