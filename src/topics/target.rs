@@ -244,7 +244,7 @@ pub async fn prepare_target(
         new_topics.push((topic, settings));
     }
     let progress_retention = options.progress_retention.as_millis().to_string();
-    let internal_specs: [InternalSpec<'_>; 3] = [
+    let internal_specs: [InternalSpec<'_>; 4] = [
         (
             &internal.progress,
             lanes,
@@ -268,6 +268,18 @@ pub async fn prepare_target(
             vec![
                 ("cleanup.policy", "compact"),
                 ("segment.ms", "3600000"),
+                ("min.cleanable.dirty.ratio", "0.1"),
+            ],
+        ),
+        // Advisory only (not checked like the others: wrong settings lose
+        // status, never positions). Small segments so that compaction keeps
+        // the topic at about one record per lane for `status` to read.
+        (
+            &internal.status,
+            1,
+            vec![
+                ("cleanup.policy", "compact"),
+                ("segment.ms", "600000"),
                 ("min.cleanable.dirty.ratio", "0.1"),
             ],
         ),
