@@ -99,6 +99,11 @@ fn execute(command: Command, runtime: &tokio::runtime::Runtime, json: bool) -> E
                 Err(e) => fail(json, &e),
             }
         }
+        Command::Status(args) => match blocking(runtime, move || Ok(eosmirror::status::run(&args)))
+        {
+            Ok(code) => ExitCode::from(code),
+            Err(e) => fail(json, &e),
+        },
         Command::Failover(args) => {
             let format = args.format;
             match blocking(runtime, move || eosmirror::failover::run(&args)) {

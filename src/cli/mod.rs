@@ -5,6 +5,7 @@ pub mod common;
 pub mod groups_args;
 pub mod mirrormaker;
 pub mod run_args;
+pub mod status_args;
 pub mod verify_args;
 
 use clap::{Parser, Subcommand};
@@ -55,4 +56,8 @@ pub enum Command {
     /// The source is gone: apply the last recorded group offsets' translations
     /// to the target and report the recovery point.
     Failover(Box<groups_args::FailoverArgs>),
+    /// Per partition: replicated position, lag, last commit, owner, stopped
+    /// state, read from the clusters (the running process is not needed).
+    /// Exit code 0: healthy; 1: lagging or stopped partitions; 2: cannot tell.
+    Status(Box<status_args::StatusArgs>),
 }
