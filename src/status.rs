@@ -138,7 +138,8 @@ pub struct Thresholds {
 pub struct StatusReport {
     pub alias: String,
     pub at_ms: i64,
-    /// `healthy` or `lagging`.
+    /// `healthy`, `lagging` (a partition over a threshold) or `stopped` (a
+    /// partition stopped by its own error, maybe also lagging ones).
     pub verdict: &'static str,
     pub exit_code: u8,
     pub thresholds: Thresholds,
@@ -482,17 +483,24 @@ pub fn gather(args: &StatusArgs) -> anyhow::Result<StatusReport> {
             .filter_map(|p| p.lag_ms)
             .max()
             .unwrap_or(0),
-        records_per_sec: live.iter().map(|s| s.records_per_sec).sum(),
+        records_per_sec: live.iter().fold(0.0, |sum, s| sum + s.records_per_sec),
         eta_secs: live.iter().filter_map(|s| s.eta_secs).max(),
         lanes: layout.lanes(),
         lanes_owned: owners.len(),
         instances: instances.into_iter().collect(),
     };
     let unhealthy = totals.lagging + totals.stopped > 0;
+    let verdict = if totals.stopped > 0 {
+        "stopped"
+    } else if totals.lagging > 0 {
+        "lagging"
+    } else {
+        "healthy"
+    };
     Ok(StatusReport {
         alias: alias.clone(),
         at_ms,
-        verdict: if unhealthy { "lagging" } else { "healthy" },
+        verdict,
         exit_code: if unhealthy { LAGGING } else { HEALTHY },
         thresholds: Thresholds {
             max_lag_records: args.max_lag_records,
@@ -696,16 +704,17 @@ impl StatusReport {
             let owner = lane.owner.as_deref().unwrap_or("no running instance");
             let status = match &lane.status {
                 None => "no status published".to_string(),
-                Some(s) if s.stale => format!(
-                    "stale status ({} old{}, {}@{})",
-                    seconds(s.age_ms),
-                    if s.running {
-                        ""
-                    } else {
-                        ", written as it stopped"
-                    },
+                Some(s) if !s.running => format!(
+                    "{}@{} stopped {} ago",
                     s.instance,
-                    s.host
+                    s.host,
+                    seconds(s.age_ms)
+                ),
+                Some(s) if s.stale => format!(
+                    "stale status: {}@{} last published {} ago (killed, frozen or cut off?)",
+                    s.instance,
+                    s.host,
+                    seconds(s.age_ms)
                 ),
                 Some(s) => format!(
                     "{:.0} records/s, {} remaining{}",
@@ -718,7 +727,7 @@ impl StatusReport {
             };
             let _ = writeln!(
                 out,
-                "lane-{}: {} partitions, owner {owner}; {status}",
+                "lane-{}: {} partition(s), owner {owner}; {status}",
                 lane.lane, lane.partitions
             );
         }

@@ -224,6 +224,7 @@ fn a_partition_stopped_while_running_is_shown_with_its_reason() {
     assert_eq!(stopped["replicated_position"], 100, "{stopped:#}");
     assert_eq!(report["totals"]["stopped"], 1);
     assert_eq!(report["exit_code"], 1);
+    assert_eq!(report["verdict"], "stopped");
     let other = json_partition(&report, &topic, 1);
     assert!(other["stopped"].is_null(), "{other:#}");
     // The lane of the stopped partition is owned by the running instance,
