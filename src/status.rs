@@ -663,7 +663,9 @@ fn time(ms: i64) -> String {
 }
 
 fn seconds(ms: i64) -> String {
-    if ms < 10_000 {
+    if ms == 0 {
+        "0s".to_string()
+    } else if ms < 10_000 {
         format!("{:.1}s", ms as f64 / 1000.0)
     } else if ms < 3_600_000 {
         format!("{}s", ms / 1000)
