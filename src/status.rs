@@ -399,45 +399,9 @@ pub fn gather(args: &StatusArgs) -> anyhow::Result<StatusReport> {
             None => line
                 .notes
                 .push("not on the source (its topic was deleted, or has fewer partitions)".into()),
-            Some(&(low, end)) => {
-                line.source_start = Some(low);
-                line.source_end = Some(end);
-                if let Some(position) = line.replicated_position {
-                    if position < low {
-                        line.notes.push(format!(
-                            "source records at offsets {position}..{low} were deleted before they were replicated"
-                        ));
-                    }
-                }
-                match pending.get(p) {
-                    None if from.contains_key(p) => line.notes.push(
-                        "the oldest record not yet replicated was not read in time: lag unknown"
-                            .into(),
-                    ),
-                    // Nothing between the position and the end, or only
-                    // markers and aborted records.
-                    None | Some(Pending::Nothing) => {
-                        line.lag_records = Some(0);
-                        line.lag_ms = Some(0);
-                    }
-                    Some(Pending::Record(timestamp)) => {
-                        line.lag_records = Some(end - from[p].0);
-                        line.lag_ms = timestamp.map(|t| (at_ms - t).max(0));
-                    }
-                }
-            }
+            Some(&marks) => fill_lag(&mut line, marks, pending.get(p).copied(), at_ms),
         }
-        let over = line.lag_records.is_some_and(|l| l > args.max_lag_records)
-            || line.lag_ms.is_some_and(|l| l > args.max_lag_ms);
-        line.state = if line.stopped.is_some() {
-            "stopped"
-        } else if over {
-            "lagging"
-        } else if line.lag_records.is_none() {
-            "unknown"
-        } else {
-            "ok"
-        };
+        line.state = judge(&line, args.max_lag_records, args.max_lag_ms);
         partitions.push(line);
     }
 
@@ -512,6 +476,57 @@ pub fn gather(args: &StatusArgs) -> anyhow::Result<StatusReport> {
         partitions,
         notes,
     })
+}
+
+/// The lag of one partition, given the source's first offset and
+/// committed end, and what the bounded read found at the replicated
+/// position (`None`: not read, because nothing lies there, or not in time).
+fn fill_lag(
+    line: &mut PartitionStatus,
+    (low, end): (i64, i64),
+    pending: Option<Pending>,
+    at_ms: i64,
+) {
+    line.source_start = Some(low);
+    line.source_end = Some(end);
+    let start = line.replicated_position.unwrap_or(low).max(low);
+    if let Some(position) = line.replicated_position {
+        if position < low {
+            line.notes.push(format!(
+                "source records at offsets {position}..{low} were deleted before they were replicated"
+            ));
+        }
+    }
+    match pending {
+        None if start < end => line
+            .notes
+            .push("the oldest record not yet replicated was not read in time: lag unknown".into()),
+        // Nothing between the position and the end, or only markers and
+        // aborted records.
+        None | Some(Pending::Nothing) => {
+            line.lag_records = Some(0);
+            line.lag_ms = Some(0);
+        }
+        Some(Pending::Record(timestamp)) => {
+            line.lag_records = Some(end - start);
+            line.lag_ms = timestamp.map(|t| (at_ms - t).max(0));
+        }
+    }
+}
+
+/// A partition's state: stopped wins, then a threshold passed.
+fn judge(line: &PartitionStatus, max_lag_records: i64, max_lag_ms: i64) -> &'static str {
+    let over = line.lag_records.is_some_and(|l| l > max_lag_records)
+        || line.lag_ms.is_some_and(|l| l > max_lag_ms);
+    if line.stopped.is_some() {
+        "stopped"
+    } else if over {
+        "lagging"
+    } else if line.lag_records.is_none() {
+        "unknown"
+    } else {
+        "ok"
+    }
 }
 
 /// Reads every committed record of `topic` (all `partitions`, one
@@ -799,5 +814,72 @@ impl StatusReport {
             self.thresholds.max_lag_ms
         );
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn line(position: Option<i64>) -> PartitionStatus {
+        PartitionStatus {
+            topic: "t".into(),
+            partition: 0,
+            lane: 1,
+            owner: None,
+            replicated_position: position,
+            source_start: None,
+            source_end: None,
+            lag_records: None,
+            lag_ms: None,
+            last_commit_ms: None,
+            last_writer: None,
+            stopped: None,
+            stale_stopped: None,
+            notes: Vec::new(),
+            state: "ok",
+        }
+    }
+
+    #[test]
+    fn lag_counts_committed_records_after_the_position_and_the_oldest_ones_age() {
+        let mut l = line(Some(40));
+        fill_lag(&mut l, (0, 55), Some(Pending::Record(Some(9_000))), 10_000);
+        assert_eq!((l.lag_records, l.lag_ms), (Some(15), Some(1_000)));
+        assert_eq!(judge(&l, 10_000, 60_000), "ok");
+        assert_eq!(judge(&l, 14, 60_000), "lagging");
+        assert_eq!(judge(&l, 10_000, 999), "lagging");
+        l.stopped = Some("gap".into());
+        assert_eq!(judge(&l, 14, 999), "stopped");
+    }
+
+    #[test]
+    fn only_markers_after_the_position_are_no_lag() {
+        let mut l = line(Some(10));
+        fill_lag(&mut l, (0, 11), Some(Pending::Nothing), 10_000);
+        assert_eq!((l.lag_records, l.lag_ms), (Some(0), Some(0)));
+        let mut caught_up = line(Some(11));
+        fill_lag(&mut caught_up, (0, 11), None, 10_000);
+        assert_eq!(caught_up.lag_records, Some(0));
+        assert_eq!(judge(&caught_up, 0, 0), "ok");
+    }
+
+    #[test]
+    fn deleted_records_and_unread_partitions_are_named() {
+        let mut gap = line(Some(100));
+        fill_lag(&mut gap, (120, 150), Some(Pending::Record(Some(1))), 10);
+        assert_eq!(gap.lag_records, Some(30));
+        assert!(
+            gap.notes[0].contains("offsets 100..120 were deleted"),
+            "{:?}",
+            gap.notes
+        );
+        let mut unread = line(None);
+        fill_lag(&mut unread, (5, 9), None, 10);
+        assert_eq!(unread.lag_records, None);
+        assert_eq!(judge(&unread, 0, 0), "unknown");
+        let mut fresh = line(None);
+        fill_lag(&mut fresh, (5, 9), Some(Pending::Record(None)), 10);
+        assert_eq!((fresh.lag_records, fresh.lag_ms), (Some(4), None));
     }
 }
