@@ -234,7 +234,7 @@ pub fn gather(args: &StatusArgs) -> anyhow::Result<StatusReport> {
         &topics.position,
         lanes,
         timeout,
-        |_, value, _| {
+        |value| {
             let record = ProgressRecord::decode(value).map_err(|e| {
                 anyhow::anyhow!("{} holds an unreadable record: {e}", topics.position)
             })?;
@@ -254,18 +254,12 @@ pub fn gather(args: &StatusArgs) -> anyhow::Result<StatusReport> {
     // Status records, latest per lane.
     let mut lane_status: BTreeMap<u32, LaneStatus> = BTreeMap::new();
     if let Some(&n) = target_topics.get(&topics.status) {
-        read_topic(
-            &target.connection,
-            &topics.status,
-            n,
-            timeout,
-            |_, value, _| {
-                if let Ok(status) = LaneStatus::decode(value) {
-                    lane_status.insert(status.lane, status);
-                }
-                Ok(())
-            },
-        )?;
+        read_topic(&target.connection, &topics.status, n, timeout, |value| {
+            if let Ok(status) = LaneStatus::decode(value) {
+                lane_status.insert(status.lane, status);
+            }
+            Ok(())
+        })?;
     } else {
         notes.push(format!(
             "the target has no topic {}: no running eosmirror of this version has published stopped partitions or rates",
@@ -531,13 +525,13 @@ fn judge(line: &PartitionStatus, max_lag_records: i64, max_lag_ms: i64) -> &'sta
 
 /// Reads every committed record of `topic` (all `partitions`, one
 /// consumer) up to each partition's last stable offset, in order per
-/// partition: `visit(key, value, partition)`.
+/// partition: `visit(value)`.
 fn read_topic(
     connection: &ClientConfig,
     topic: &str,
     partitions: i32,
     stall_limit: Duration,
-    mut visit: impl FnMut(Option<&[u8]>, &[u8], i32) -> anyhow::Result<()>,
+    mut visit: impl FnMut(&[u8]) -> anyhow::Result<()>,
 ) -> anyhow::Result<()> {
     let reader: BaseConsumer = reader_config(connection, "__eosmirror.status-reader", true)
         .set("queued.max.messages.kbytes", "16384")
@@ -565,11 +559,7 @@ fn read_topic(
         match reader.poll(Duration::from_millis(100)) {
             Some(Ok(message)) => {
                 last_progress = Instant::now();
-                visit(
-                    message.key(),
-                    message.payload().unwrap_or_default(),
-                    message.partition(),
-                )?;
+                visit(message.payload().unwrap_or_default())?;
             }
             Some(Err(e)) if is_deleted(&e) => {
                 anyhow::bail!("{topic}: records were deleted while they were read; try again")
