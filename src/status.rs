@@ -82,7 +82,8 @@ pub struct PartitionStatus {
     pub stale_stopped: Option<String>,
     /// Whatever else is wrong or unknown about the partition.
     pub notes: Vec<String>,
-    /// `ok`, `lagging`, `stopped`, `unknown`.
+    /// `ok`, `lagging`, `stopped`, `unknown` (lag not read in time), `gone`
+    /// (no longer on the source; not counted).
     pub state: &'static str,
 }
 
@@ -138,8 +139,9 @@ pub struct Thresholds {
 pub struct StatusReport {
     pub alias: String,
     pub at_ms: i64,
-    /// `healthy`, `lagging` (a partition over a threshold) or `stopped` (a
-    /// partition stopped by its own error, maybe also lagging ones).
+    /// `healthy`, `lagging` (a partition over a threshold), `stopped` (a
+    /// partition stopped by its own error, maybe also lagging ones) or
+    /// `cannot_tell` (neither, but some partition's lag is unknown).
     pub verdict: &'static str,
     pub exit_code: u8,
     pub thresholds: Thresholds,
@@ -447,19 +449,23 @@ pub fn gather(args: &StatusArgs) -> anyhow::Result<StatusReport> {
         lanes_owned: owners.len(),
         instances: instances.into_iter().collect(),
     };
-    let unhealthy = totals.lagging + totals.stopped > 0;
-    let verdict = if totals.stopped > 0 {
-        "stopped"
+    let unknown = partitions.iter().filter(|p| p.state == "unknown").count();
+    // Lagging or stopped partitions decide; otherwise one whose lag is
+    // unknown means the report cannot say the mirror is healthy.
+    let (verdict, exit_code) = if totals.stopped > 0 {
+        ("stopped", LAGGING)
     } else if totals.lagging > 0 {
-        "lagging"
+        ("lagging", LAGGING)
+    } else if unknown > 0 {
+        ("cannot_tell", CANNOT_TELL)
     } else {
-        "healthy"
+        ("healthy", HEALTHY)
     };
     Ok(StatusReport {
         alias: alias.clone(),
         at_ms,
         verdict,
-        exit_code: if unhealthy { LAGGING } else { HEALTHY },
+        exit_code,
         thresholds: Thresholds {
             max_lag_records: args.max_lag_records,
             max_lag_ms: args.max_lag_ms,
@@ -492,9 +498,15 @@ fn fill_lag(
         }
     }
     match pending {
-        None if start < end => line
-            .notes
-            .push("the oldest record not yet replicated was not read in time: lag unknown".into()),
+        // Not read in time: the count is an upper bound (markers and
+        // aborted records included), the age unknown.
+        None if start < end => {
+            line.lag_records = Some(end - start);
+            line.notes.push(
+                "the oldest record not yet replicated was not read in time: lag in time unknown, lag in records counts markers too"
+                    .into(),
+            );
+        }
         // Nothing between the position and the end, or only markers and
         // aborted records.
         None | Some(Pending::Nothing) => {
@@ -514,9 +526,12 @@ fn judge(line: &PartitionStatus, max_lag_records: i64, max_lag_ms: i64) -> &'sta
         || line.lag_ms.is_some_and(|l| l > max_lag_ms);
     if line.stopped.is_some() {
         "stopped"
+    } else if line.source_end.is_none() {
+        // Its topic was deleted on the source: nothing is left to copy.
+        "gone"
     } else if over {
         "lagging"
-    } else if line.lag_records.is_none() {
+    } else if line.lag_records.is_none() || line.lag_ms.is_none() {
         "unknown"
     } else {
         "ok"
@@ -798,7 +813,7 @@ impl StatusReport {
         let _ = writeln!(
             out,
             "verdict: {} (exit {}; lagging means over --max.lag.records {} or --max.lag.ms {}, or stopped)",
-            self.verdict.to_uppercase(),
+            self.verdict.replace('_', " ").to_uppercase(),
             self.exit_code,
             self.thresholds.max_lag_records,
             self.thresholds.max_lag_ms
@@ -856,6 +871,7 @@ mod tests {
 
     #[test]
     fn deleted_records_and_unread_partitions_are_named() {
+        assert_eq!(judge(&line(Some(3)), 0, 0), "gone");
         let mut gap = line(Some(100));
         fill_lag(&mut gap, (120, 150), Some(Pending::Record(Some(1))), 10);
         assert_eq!(gap.lag_records, Some(30));
@@ -866,10 +882,12 @@ mod tests {
         );
         let mut unread = line(None);
         fill_lag(&mut unread, (5, 9), None, 10);
-        assert_eq!(unread.lag_records, None);
-        assert_eq!(judge(&unread, 0, 0), "unknown");
+        assert_eq!((unread.lag_records, unread.lag_ms), (Some(4), None));
+        assert_eq!(judge(&unread, 10, 0), "unknown");
+        assert_eq!(judge(&unread, 3, 0), "lagging");
         let mut fresh = line(None);
         fill_lag(&mut fresh, (5, 9), Some(Pending::Record(None)), 10);
         assert_eq!((fresh.lag_records, fresh.lag_ms), (Some(4), None));
+        assert_eq!(judge(&fresh, 10, 0), "unknown");
     }
 }

@@ -140,8 +140,8 @@ fn records_produced_after_run_stopped_are_lag_counted_exactly() {
     assert!(stdout.contains("verdict: LAGGING (exit 1"), "{stdout}");
 
     // By time: the oldest unreplicated record is older than 0 ms.
-    let (code, stdout, _) = setup.command("status", &["--max.lag.ms", "0"]);
-    assert_eq!(code, 1, "{stdout}");
+    let (code, stdout, stderr) = setup.command("status", &["--max.lag.ms", "0"]);
+    assert_eq!(code, 1, "{stdout}\n{stderr}");
 }
 
 #[test]
