@@ -210,6 +210,10 @@ impl StatusPublisher {
     ) -> Option<StatusPublisher> {
         let producer = target
             .clone()
+            // The topic is created compacted with the other internal
+            // topics; a broker's auto-creation would make it with its
+            // defaults (deletion by retention) if a record came first.
+            .set("allow.auto.create.topics", "false")
             .set("linger.ms", "20")
             .set("message.timeout.ms", "30000")
             .set("queue.buffering.max.messages", "10000")
