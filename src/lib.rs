@@ -26,6 +26,7 @@ pub mod read;
 pub mod replication;
 pub mod run;
 pub mod shutdown;
+pub mod status;
 pub mod topics;
 pub mod translate;
 pub mod verify;

@@ -115,6 +115,11 @@ fn execute(command: Command, runtime: &tokio::runtime::Runtime, json: bool) -> E
                 }
             }
         }
+        Command::Status(args) => match blocking(runtime, move || Ok(eosmirror::status::run(&args)))
+        {
+            Ok(code) => ExitCode::from(code),
+            Err(e) => fail(json, &e),
+        },
         Command::Failover(args) => {
             let format = args.format;
             match blocking(runtime, move || eosmirror::failover::run(&args)) {

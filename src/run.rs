@@ -224,8 +224,10 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         "{}.{}",
         args.deployment.transactional_id_prefix, args.connection.source_alias
     );
+    let instance = instance_id();
     let fleet = FleetSettings {
         target: target_connection.clone(),
+        instance,
         group_id: transactional_id_base.clone(),
         position_topic: InternalTopics::for_alias(&args.connection.source_alias).position,
         session_timeout: Duration::from_millis(args.fleet_session_timeout_ms),
@@ -247,7 +249,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         transaction_timeout: Duration::from_millis(args.transaction_timeout_ms),
         on_source_gap: args.on_source_gap,
         allow_nonempty_target: args.target_allow_nonempty,
-        instance: instance_id(),
+        instance,
         source_cluster_id: identity.source_cluster_id.clone(),
         throttle,
         start_over,

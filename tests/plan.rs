@@ -30,8 +30,8 @@ fn plan(setup: &MirrorSetup, topic: &str, extra: &[&str]) -> (i32, String, Strin
     (code, out, err)
 }
 
-fn internal_topics(alias: &str) -> [String; 3] {
-    ["progress", "position", "groups"].map(|kind| format!("__eosmirror.{kind}.{alias}"))
+fn internal_topics(alias: &str) -> [String; 4] {
+    ["progress", "position", "groups", "status"].map(|kind| format!("__eosmirror.{kind}.{alias}"))
 }
 
 #[test]

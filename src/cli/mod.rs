@@ -6,6 +6,7 @@ pub mod groups_args;
 pub mod mirrormaker;
 pub mod plan_args;
 pub mod run_args;
+pub mod status_args;
 pub mod verify_args;
 
 use clap::{Parser, Subcommand};
@@ -60,4 +61,8 @@ pub enum Command {
     /// finding; exit 0: nothing blocks `run`; 1: something would; 2: could
     /// not tell (a cluster unreachable).
     Plan(Box<plan_args::PlanArgs>),
+    /// Per partition: replicated position, lag, last commit, owner, stopped
+    /// state, read from the clusters (the running process is not needed).
+    /// Exit code 0: healthy; 1: lagging or stopped partitions; 2: cannot tell.
+    Status(Box<status_args::StatusArgs>),
 }

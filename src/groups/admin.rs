@@ -22,8 +22,7 @@ use rdkafka::error::KafkaError;
 use rdkafka::types::{RDKafkaErrorCode, RDKafkaRespErr};
 use rdkafka::{Offset, TopicPartitionList};
 
-use super::TopicPartition;
-use super::{GroupError, GroupMembership};
+use super::{GroupError, GroupMembership, MemberAssignment, TopicPartition};
 use crate::ffi::Owned;
 
 /// Groups described per DescribeConsumerGroups request.
@@ -438,22 +437,40 @@ impl GroupAdmin {
                             return (group, Err(code_error(rd::rd_kafka_error_code(error))));
                         }
                         let state = rd::rd_kafka_ConsumerGroupDescription_state(d);
-                        let members = (0..rd::rd_kafka_ConsumerGroupDescription_member_count(d))
+                        let assignments: Vec<MemberAssignment> = (0
+                            ..rd::rd_kafka_ConsumerGroupDescription_member_count(d))
                             .map(|m| {
                                 let member = rd::rd_kafka_ConsumerGroupDescription_member(d, m);
-                                format!(
-                                    "{}@{}",
-                                    text(rd::rd_kafka_MemberDescription_client_id(member)),
-                                    text(rd::rd_kafka_MemberDescription_host(member))
+                                let assignment = rd::rd_kafka_MemberDescription_assignment(member);
+                                let partitions = if assignment.is_null() {
+                                    Vec::new()
+                                } else {
+                                    entries(rd::rd_kafka_MemberAssignment_partitions(assignment))
+                                        .into_iter()
+                                        .map(|(tp, _, _)| tp)
+                                        .collect()
+                                };
+                                MemberAssignment {
+                                    client_id: text(rd::rd_kafka_MemberDescription_client_id(
+                                        member,
+                                    )),
+                                    host: text(rd::rd_kafka_MemberDescription_host(member))
                                         .trim_start_matches('/')
-                                )
+                                        .to_string(),
+                                    partitions,
+                                }
                             })
+                            .collect();
+                        let members = assignments
+                            .iter()
+                            .map(|m| format!("{}@{}", m.client_id, m.host))
                             .collect();
                         (
                             group,
                             Ok(GroupMembership {
                                 state: state_name(state).to_string(),
                                 members,
+                                assignments,
                             }),
                         )
                     })

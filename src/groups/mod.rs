@@ -33,4 +33,14 @@ pub struct GroupMembership {
     pub state: String,
     /// `client_id@host` of each active member.
     pub members: Vec<String>,
+    /// Each active member with the partitions assigned to it.
+    pub assignments: Vec<MemberAssignment>,
+}
+
+/// An active member of a group and its assignment.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MemberAssignment {
+    pub client_id: String,
+    pub host: String,
+    pub partitions: Vec<(String, i32)>,
 }

@@ -74,6 +74,16 @@ impl CopyProgress {
         self.inner().partitions.remove(partition);
     }
 
+    /// Each partition's next source offset and source end last seen (for
+    /// the status topic's per-lane rates and remaining records).
+    pub fn partitions(&self) -> Vec<(SourcePartition, i64, i64)> {
+        self.inner()
+            .partitions
+            .iter()
+            .map(|(p, &(next, end))| (p.clone(), next, end))
+            .collect()
+    }
+
     pub fn snapshot(&self) -> Snapshot {
         let inner = self.inner();
         Snapshot {

@@ -61,6 +61,10 @@ const CONFIRM_RETRY: Duration = Duration::from_millis(500);
 pub struct FleetSettings {
     /// Connection settings of the target (no producer or consumer tuning).
     pub target: ClientConfig,
+    /// This process's instance id (as in its position records); named in
+    /// the member's client id, so `eosmirror status` can tell which
+    /// instance the group gave each lane.
+    pub instance: u64,
     /// The group: the lanes' transactional-id base, `<prefix>.<alias>`.
     pub group_id: String,
     /// The position topic, whose partitions are the lanes.
@@ -118,6 +122,11 @@ impl LaneOwnership {
 
     pub fn is_owned(&self, lane: Lane) -> bool {
         self.state().owned.contains(&lane)
+    }
+
+    /// The lanes the group assigned to this instance now.
+    pub fn owned(&self) -> Vec<Lane> {
+        self.state().owned.iter().copied().collect()
     }
 
     /// Registers `lane` as running with its stop flag, if it is owned and
@@ -253,6 +262,26 @@ fn lanes_of(list: &TopicPartitionList) -> Vec<Lane> {
         .collect()
 }
 
+/// The fleet member's client id: the configured one (or `eosmirror`)
+/// followed by `.instance-<id in hex>`. The group's description shows
+/// each member's client id and assigned lanes, which is how `eosmirror
+/// status` names the instance that owns a lane.
+pub fn fleet_client_id(configured: Option<&str>, instance: u64) -> String {
+    format!(
+        "{}{INSTANCE_MARK}{instance:016x}",
+        configured.unwrap_or("eosmirror")
+    )
+}
+
+/// Separates the configured client id from the instance id.
+const INSTANCE_MARK: &str = ".instance-";
+
+/// The instance id in a fleet member's client id, if it has one.
+pub fn instance_of_client_id(client_id: &str) -> Option<u64> {
+    let (_, hex) = client_id.rsplit_once(INSTANCE_MARK)?;
+    u64::from_str_radix(hex, 16).ok()
+}
+
 /// What to change when the target refuses this group for good (`None`:
 /// an error retrying may get past).
 fn refusal_fix(code: RDKafkaErrorCode, position_topic: &str) -> Option<String> {
@@ -308,6 +337,10 @@ impl Membership {
             .target
             .clone()
             .set("group.id", &settings.group_id)
+            .set(
+                "client.id",
+                fleet_client_id(settings.target.get("client.id"), settings.instance),
+            )
             .set("partition.assignment.strategy", "cooperative-sticky")
             .set("enable.auto.commit", "false")
             .set("enable.auto.offset.store", "false")
@@ -449,5 +482,20 @@ impl Membership {
             retrying();
             std::thread::sleep(CONFIRM_RETRY);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_instance_id_is_read_back_from_the_member_client_id() {
+        let id = fleet_client_id(None, 0x00ab_cdef_0123_4567);
+        assert_eq!(id, "eosmirror.instance-00abcdef01234567");
+        assert_eq!(instance_of_client_id(&id), Some(0x00ab_cdef_0123_4567));
+        let configured = fleet_client_id(Some("mirror.instance-x"), 5);
+        assert_eq!(instance_of_client_id(&configured), Some(5));
+        assert_eq!(instance_of_client_id("rdkafka"), None);
     }
 }

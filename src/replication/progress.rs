@@ -37,6 +37,11 @@ pub struct InternalTopics {
     /// observed source ends (compacted): what failover needs when the
     /// source and eosmirror's host are both gone.
     pub groups: String,
+    /// What only a running instance knows, per lane (compacted, one
+    /// partition): who copies it, partitions stopped by errors and why,
+    /// rates. Advisory, written outside the transactions (see
+    /// [`crate::replication::status_topic`]); read by `eosmirror status`.
+    pub status: String,
 }
 
 impl InternalTopics {
@@ -47,6 +52,7 @@ impl InternalTopics {
             progress: format!("__eosmirror.progress.{alias}"),
             position: format!("__eosmirror.position.{alias}"),
             groups: format!("__eosmirror.groups.{alias}"),
+            status: format!("__eosmirror.status.{alias}"),
         }
     }
 }

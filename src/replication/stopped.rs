@@ -52,6 +52,16 @@ impl StoppedPartitions {
             .is_empty()
     }
 
+    /// Every stopped partition and its error (for the status topic).
+    pub fn entries(&self) -> Vec<(SourcePartition, String)> {
+        self.errors
+            .lock()
+            .expect("stopped partitions poisoned")
+            .iter()
+            .map(|(p, e)| (p.clone(), e.clone()))
+            .collect()
+    }
+
     /// Whether every one of `partitions` (a non-empty set) is stopped:
     /// nothing is left to copy.
     pub fn all<'a>(&self, mut partitions: impl Iterator<Item = &'a SourcePartition>) -> bool {

@@ -22,6 +22,7 @@ use super::lane::{LanePartitions, LaneWorker, WorkerSettings};
 use super::layout::Lane;
 use super::limits::BufferBudget;
 use super::membership::{FleetSettings, LaneOwnership, Membership, MembershipError, Tenure};
+use super::status_topic::{self, Identity, StatusPublisher};
 use crate::health::Health;
 use crate::metrics as m;
 use crate::shutdown::Shutdown;
@@ -116,6 +117,21 @@ pub async fn run(
         settings.progress_interval,
         shutdown.clone(),
     ));
+
+    // What only this process knows (stopped partitions, rates), published
+    // outside the transactions for `eosmirror status`.
+    let publisher = StatusPublisher::new(
+        &settings.fleet.target,
+        workers.internal_topics.status.clone(),
+        layout,
+        Identity::of_this_process(workers.instance),
+        Arc::clone(&health),
+        Arc::clone(&ownership),
+    )
+    .map(Arc::new);
+    if let Some(publisher) = &publisher {
+        tokio::spawn(Arc::clone(publisher).run(status_topic::PUBLISH_INTERVAL, shutdown.clone()));
+    }
 
     let (stall_tx, mut stalled) = mpsc::channel(1);
     tokio::spawn(watch_stalls(
@@ -292,6 +308,14 @@ pub async fn run(
     // Leaving the group hands this instance's lanes to the others at once,
     // instead of after the session timeout.
     if let Some((member, thread)) = membership {
+        // The lanes are still this instance's in the group: its last status
+        // records land before the next owner's first.
+        if let Some(publisher) = publisher {
+            let _ = tokio::task::spawn_blocking(move || {
+                publisher.publish_final(Duration::from_secs(5))
+            })
+            .await;
+        }
         member.leave();
         tokio::task::spawn_blocking(move || {
             let _ = thread.join();

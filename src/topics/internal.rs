@@ -57,6 +57,9 @@ pub enum InternalKind {
     Position,
     /// `__eosmirror.groups.<alias>`: recorded group offsets for failover.
     Groups,
+    /// `__eosmirror.status.<alias>`: what running instances report for
+    /// `eosmirror status`; advisory, so its settings are not checked.
+    Status,
 }
 
 impl InternalKind {
@@ -64,7 +67,7 @@ impl InternalKind {
     fn cleanup_policy(self) -> &'static str {
         match self {
             InternalKind::Progress => "delete",
-            InternalKind::Position | InternalKind::Groups => "compact",
+            InternalKind::Position | InternalKind::Groups | InternalKind::Status => "compact",
         }
     }
 
@@ -79,6 +82,9 @@ impl InternalKind {
             }
             InternalKind::Groups => {
                 "compaction keeps each group's latest recorded offsets however long the group stays idle; deletion by retention would lose what failover applies"
+            }
+            InternalKind::Status => {
+                "compaction keeps each lane's latest status; deletion by retention would only empty `eosmirror status` until the next report"
             }
         }
     }
@@ -446,6 +452,7 @@ mod tests {
             InternalKind::Progress => "__eosmirror.progress.a",
             InternalKind::Position => "__eosmirror.position.a",
             InternalKind::Groups => "__eosmirror.groups.a",
+            InternalKind::Status => "__eosmirror.status.a",
         };
         check(
             &ObservedTopic {

@@ -187,11 +187,12 @@ pub struct InternalTopicSpec {
 }
 
 /// The internal topics of a deployment as `run` creates them: the progress
-/// and position topics with one partition per lane, the groups topic with one.
+/// and position topics with one partition per lane, the groups and status
+/// topics with one.
 pub fn internal_specs(
     internal: &InternalTopics,
     options: &TargetTopicOptions,
-) -> [InternalTopicSpec; 3] {
+) -> [InternalTopicSpec; 4] {
     let lanes = options.layout.internal_partitions();
     let compacted = || {
         vec![
@@ -224,6 +225,18 @@ pub fn internal_specs(
             kind: InternalKind::Groups,
             partitions: 1,
             settings: compacted(),
+        },
+        // Small segments, so that compaction keeps it at about one record
+        // per lane for `eosmirror status` to read.
+        InternalTopicSpec {
+            name: internal.status.clone(),
+            kind: InternalKind::Status,
+            partitions: 1,
+            settings: vec![
+                ("cleanup.policy", "compact".to_string()),
+                ("segment.ms", "600000".to_string()),
+                ("min.cleanable.dirty.ratio", "0.1".to_string()),
+            ],
         },
     ]
 }
@@ -303,7 +316,8 @@ pub fn decide(
         match partitions_on_target(&spec.name) {
             None => decision.internal_missing.push(spec),
             Some(partitions) => {
-                if spec.kind != InternalKind::Groups && partitions != spec.partitions {
+                let per_lane = matches!(spec.kind, InternalKind::Progress | InternalKind::Position);
+                if per_lane && partitions != spec.partitions {
                     decision
                         .layout_mismatch
                         .push((spec.name.clone(), partitions));
@@ -519,7 +533,10 @@ mod tests {
         assert_eq!(decision.present, [(topic("same", 2), 4)]);
         assert_eq!(decision.too_few, [("short".to_string(), 3, 2)]);
         let missing: Vec<_> = decision.internal_missing.iter().map(|s| &s.name).collect();
-        assert_eq!(missing, [&internal.progress, &internal.groups]);
+        assert_eq!(
+            missing,
+            [&internal.progress, &internal.groups, &internal.status]
+        );
         assert_eq!(decision.layout_mismatch, [(internal.position.clone(), 2)]);
         let refusals: Vec<String> = decision.refusals().iter().map(|r| r.to_string()).collect();
         assert_eq!(refusals.len(), 2, "{refusals:?}");
