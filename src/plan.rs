@@ -43,7 +43,7 @@ use crate::replication::throttle::ThrottleLimits;
 use crate::replication::watermarks;
 use crate::run::{connection_only, load_client_config};
 use crate::topics::acls;
-use crate::topics::internal::{self, Finding as InternalFinding, Needs, ToolConnection};
+use crate::topics::internal::{Finding as InternalFinding, Needs, ToolConnection};
 use crate::topics::target::{
     self, cluster_metadata, partition_counts, select, SourceTopic, TargetTopicOptions,
 };
@@ -587,7 +587,7 @@ fn plan_topics(
         target_brokers: target_metadata.brokers,
         tools,
     };
-    let checked = runtime.block_on(internal::check_existing(
+    let checked = runtime.block_on(target::check_existing(
         &target_admin,
         &internal_topics,
         &target_metadata,

@@ -29,19 +29,11 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use rdkafka::admin::{AdminClient, AdminOptions, OwnedResourceSpecifier, ResourceSpecifier};
-use rdkafka::client::DefaultClientContext;
 use rdkafka::config::ClientConfig;
-use rdkafka::types::RDKafkaErrorCode::{
-    self, ClusterAuthorizationFailed, TopicAuthorizationFailed,
-};
-
-use super::target::{ClusterMetadata, TopicError};
-use crate::replication::progress::InternalTopics;
 
 /// The topic settings the checks read. DescribeConfigs reports each one's
 /// effective value, whether set on the topic or inherited from the broker.
-const CHECKED_SETTINGS: &[&str] = &[
+pub(crate) const CHECKED_SETTINGS: &[&str] = &[
     "cleanup.policy",
     "retention.ms",
     "unclean.leader.election.enable",
@@ -306,109 +298,6 @@ pub fn check(topic: &ObservedTopic<'_>, needs: &Needs<'_>) -> Vec<Finding> {
             tools: needs.tools.to_string(),
         })
         .collect()
-}
-
-/// Describes the internal topics that exist on the target (one
-/// DescribeConfigs request) and checks each. Nothing is written.
-pub async fn check_existing(
-    target_admin: &AdminClient<DefaultClientContext>,
-    internal: &InternalTopics,
-    target: &ClusterMetadata,
-    needs: &Needs<'_>,
-) -> Result<Vec<Finding>, TopicError> {
-    let existing: Vec<(InternalKind, &str)> = [
-        (InternalKind::Progress, internal.progress.as_str()),
-        (InternalKind::Position, internal.position.as_str()),
-        (InternalKind::Groups, internal.groups.as_str()),
-    ]
-    .into_iter()
-    .filter(|(_, name)| target.topics.contains_key(*name))
-    .collect();
-    if existing.is_empty() {
-        return Ok(Vec::new());
-    }
-
-    let names = existing
-        .iter()
-        .map(|(_, name)| *name)
-        .collect::<Vec<_>>()
-        .join(", ");
-    let describe_error = |topics: &str, code: Option<RDKafkaErrorCode>, reason: String| {
-        describe_failure(topics, code, reason, needs.tools)
-    };
-    let resources: Vec<ResourceSpecifier<'_>> = existing
-        .iter()
-        .map(|(_, name)| ResourceSpecifier::Topic(name))
-        .collect();
-    let options = AdminOptions::new().request_timeout(Some(Duration::from_secs(30)));
-    let results = target_admin
-        .describe_configs(resources.iter(), &options)
-        .await
-        .map_err(|e| describe_error(&names, e.rdkafka_error_code(), e.to_string()))?;
-
-    let mut settings: BTreeMap<String, BTreeMap<String, String>> = BTreeMap::new();
-    for result in results {
-        let resource =
-            result.map_err(|code| describe_error(&names, Some(code), code.to_string()))?;
-        let OwnedResourceSpecifier::Topic(name) = resource.specifier else {
-            continue;
-        };
-        let values = resource
-            .entries
-            .into_iter()
-            .filter(|e| CHECKED_SETTINGS.contains(&e.name.as_str()))
-            .filter_map(|e| Some((e.name, e.value?)))
-            .collect();
-        settings.insert(name, values);
-    }
-
-    let mut findings = Vec::new();
-    for (kind, name) in existing {
-        let shape = target.topics[name];
-        let Some(settings) = settings.get(name) else {
-            return Err(describe_error(
-                name,
-                None,
-                "no answer for this topic".into(),
-            ));
-        };
-        findings.extend(check(
-            &ObservedTopic {
-                kind,
-                name,
-                partitions: shape.partitions,
-                replication_factor: shape.replication_factor,
-                settings,
-            },
-            needs,
-        ));
-    }
-    Ok(findings)
-}
-
-/// A failed DescribeConfigs: a denial names the ACL to grant, anything else
-/// is reported as the broker said it.
-fn describe_failure(
-    topics: &str,
-    code: Option<RDKafkaErrorCode>,
-    reason: String,
-    tools: &ToolConnection,
-) -> TopicError {
-    match code {
-        Some(code @ (TopicAuthorizationFailed | ClusterAuthorizationFailed)) => {
-            TopicError::InternalTopicsNotDescribable {
-                topics: topics.to_string(),
-                code,
-                tools: tools.to_string(),
-            }
-        }
-        _ => TopicError::Admin {
-            operation: "describe configs (checking eosmirror's internal topics)",
-            topic: topics.to_string(),
-            cluster: "target",
-            reason,
-        },
-    }
 }
 
 #[cfg(test)]
@@ -676,33 +565,6 @@ mod tests {
     fn settings_the_target_does_not_report_are_not_judged() {
         let empty = BTreeMap::new();
         assert_eq!(run(InternalKind::Progress, &empty, 4, 1, 1), vec![]);
-    }
-
-    #[test]
-    fn a_denied_describe_names_the_acl_to_grant() {
-        let message = describe_failure(
-            "__eosmirror.progress.a",
-            Some(TopicAuthorizationFailed),
-            "denied".into(),
-            &tools(),
-        )
-        .to_string();
-        assert!(
-            message.starts_with("checking the settings of eosmirror's internal topic(s) __eosmirror.progress.a on the target: DescribeConfigs was denied ("),
-            "{message}"
-        );
-        assert!(
-            message.contains(&format!("`kafka-acls.sh {TOOLS} --add --allow-principal User:<user> --operation DescribeConfigs --topic __eosmirror. --resource-pattern-type prefixed`")),
-            "{message}"
-        );
-
-        let other = describe_failure(
-            "__eosmirror.progress.a",
-            Some(RDKafkaErrorCode::RequestTimedOut),
-            "Broker: Request timed out".into(),
-            &tools(),
-        );
-        assert!(matches!(other, TopicError::Admin { .. }), "{other}");
     }
 
     #[test]

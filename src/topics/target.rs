@@ -10,14 +10,16 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use rdkafka::admin::{
-    AdminClient, AdminOptions, ConfigSource, NewPartitions, NewTopic, ResourceSpecifier,
-    TopicReplication,
+    AdminClient, AdminOptions, ConfigSource, NewPartitions, NewTopic, OwnedResourceSpecifier,
+    ResourceSpecifier, TopicReplication,
 };
 use rdkafka::client::DefaultClientContext;
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::error::KafkaError;
-use rdkafka::types::RDKafkaErrorCode;
+use rdkafka::types::RDKafkaErrorCode::{
+    self, ClusterAuthorizationFailed, TopicAuthorizationFailed,
+};
 
 use super::filter::TopicFilter;
 use super::internal::{self, Finding, InternalKind, Needs, ToolConnection};
@@ -261,7 +263,7 @@ pub struct TopicDecision {
     /// Internal topics that do not exist yet.
     pub internal_missing: Vec<InternalTopicSpec>,
     /// Internal topics that exist (their settings are checked by
-    /// [`internal::check_existing`]).
+    /// [`check_existing`]).
     pub internal_present: Vec<InternalTopicSpec>,
     /// Progress or position topics whose partition count is another lane
     /// count: (topic, partitions).
@@ -332,7 +334,7 @@ pub fn decide(
 /// Creates or extends target topics so that every source partition has a
 /// same-numbered target partition, and creates the internal topics, as
 /// [`decide`] decided. Checks the internal topics that exist first
-/// ([`internal::check_existing`]); returns its warnings, which do not stop
+/// ([`check_existing`]); returns its warnings, which do not stop
 /// the run.
 pub async fn prepare_target(
     source: &ClientConfig,
@@ -357,7 +359,7 @@ pub async fn prepare_target(
         tools: &options.tools,
     };
     let (refusals, warnings): (Vec<Finding>, Vec<Finding>) =
-        internal::check_existing(&target_admin, internal, target_metadata, &needs)
+        check_existing(&target_admin, internal, target_metadata, &needs)
             .await?
             .into_iter()
             .partition(Finding::refuses);
@@ -487,11 +489,122 @@ pub(crate) async fn source_topic_settings(
     Ok(settings)
 }
 
+/// Describes the internal topics that exist on the target (one
+/// DescribeConfigs request) and checks each. Nothing is written.
+pub async fn check_existing(
+    target_admin: &AdminClient<DefaultClientContext>,
+    internal: &InternalTopics,
+    target: &ClusterMetadata,
+    needs: &Needs<'_>,
+) -> Result<Vec<Finding>, TopicError> {
+    let existing: Vec<(InternalKind, &str)> = [
+        (InternalKind::Progress, internal.progress.as_str()),
+        (InternalKind::Position, internal.position.as_str()),
+        (InternalKind::Groups, internal.groups.as_str()),
+    ]
+    .into_iter()
+    .filter(|(_, name)| target.topics.contains_key(*name))
+    .collect();
+    if existing.is_empty() {
+        return Ok(Vec::new());
+    }
+
+    let names = existing
+        .iter()
+        .map(|(_, name)| *name)
+        .collect::<Vec<_>>()
+        .join(", ");
+    let describe_error = |topics: &str, code: Option<RDKafkaErrorCode>, reason: String| {
+        describe_failure(topics, code, reason, needs.tools)
+    };
+    let resources: Vec<ResourceSpecifier<'_>> = existing
+        .iter()
+        .map(|(_, name)| ResourceSpecifier::Topic(name))
+        .collect();
+    let options = AdminOptions::new().request_timeout(Some(Duration::from_secs(30)));
+    let results = target_admin
+        .describe_configs(resources.iter(), &options)
+        .await
+        .map_err(|e| describe_error(&names, e.rdkafka_error_code(), e.to_string()))?;
+
+    let mut settings: BTreeMap<String, BTreeMap<String, String>> = BTreeMap::new();
+    for result in results {
+        let resource =
+            result.map_err(|code| describe_error(&names, Some(code), code.to_string()))?;
+        let OwnedResourceSpecifier::Topic(name) = resource.specifier else {
+            continue;
+        };
+        let values = resource
+            .entries
+            .into_iter()
+            .filter(|e| internal::CHECKED_SETTINGS.contains(&e.name.as_str()))
+            .filter_map(|e| Some((e.name, e.value?)))
+            .collect();
+        settings.insert(name, values);
+    }
+
+    let mut findings = Vec::new();
+    for (kind, name) in existing {
+        let shape = target.topics[name];
+        let Some(settings) = settings.get(name) else {
+            return Err(describe_error(
+                name,
+                None,
+                "no answer for this topic".into(),
+            ));
+        };
+        findings.extend(internal::check(
+            &internal::ObservedTopic {
+                kind,
+                name,
+                partitions: shape.partitions,
+                replication_factor: shape.replication_factor,
+                settings,
+            },
+            needs,
+        ));
+    }
+    Ok(findings)
+}
+
+/// A failed DescribeConfigs: a denial names the ACL to grant, anything else
+/// is reported as the broker said it.
+fn describe_failure(
+    topics: &str,
+    code: Option<RDKafkaErrorCode>,
+    reason: String,
+    tools: &ToolConnection,
+) -> TopicError {
+    match code {
+        Some(code @ (TopicAuthorizationFailed | ClusterAuthorizationFailed)) => {
+            TopicError::InternalTopicsNotDescribable {
+                topics: topics.to_string(),
+                code,
+                tools: tools.to_string(),
+            }
+        }
+        _ => TopicError::Admin {
+            operation: "describe configs (checking eosmirror's internal topics)",
+            topic: topics.to_string(),
+            cluster: "target",
+            reason,
+        },
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::path::Path;
 
     use super::*;
+
+    const TOOLS: &str = "--bootstrap-server t1:9092,t2:9092";
+
+    fn tools() -> ToolConnection {
+        let mut config = ClientConfig::new();
+        config.set("bootstrap.servers", "t1:9092,t2:9092");
+        ToolConnection::new(&config, Path::new("config/producer.properties"))
+    }
 
     fn options(add_partitions: bool) -> TargetTopicOptions {
         let mut target = ClientConfig::new();
@@ -553,5 +666,32 @@ mod tests {
         assert!(progress
             .settings
             .contains(&("retention.ms", "3600000".to_string())));
+    }
+
+    #[test]
+    fn a_denied_describe_names_the_acl_to_grant() {
+        let message = describe_failure(
+            "__eosmirror.progress.a",
+            Some(TopicAuthorizationFailed),
+            "denied".into(),
+            &tools(),
+        )
+        .to_string();
+        assert!(
+            message.starts_with("checking the settings of eosmirror's internal topic(s) __eosmirror.progress.a on the target: DescribeConfigs was denied ("),
+            "{message}"
+        );
+        assert!(
+            message.contains(&format!("`kafka-acls.sh {TOOLS} --add --allow-principal User:<user> --operation DescribeConfigs --topic __eosmirror. --resource-pattern-type prefixed`")),
+            "{message}"
+        );
+
+        let other = describe_failure(
+            "__eosmirror.progress.a",
+            Some(RDKafkaErrorCode::RequestTimedOut),
+            "Broker: Request timed out".into(),
+            &tools(),
+        );
+        assert!(matches!(other, TopicError::Admin { .. }), "{other}");
     }
 }
