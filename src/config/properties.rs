@@ -548,6 +548,9 @@ fn line_of_offset(bytes: &[u8], offset: usize) -> usize {
 }
 
 #[cfg(test)]
+mod oracle_tests;
+
+#[cfg(test)]
 mod tests {
     use super::*;
 
