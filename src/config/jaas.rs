@@ -27,14 +27,20 @@ const KRB5_MODULES: &[&str] = &[
 ];
 
 /// One parsed JAAS login module entry.
-pub(crate) struct JaasEntry {
+pub struct JaasEntry {
     module: String,
     /// Options in order; a repeated name keeps its last value, as in Java's `HashMap`.
     options: Vec<(String, String)>,
 }
 
 impl JaasEntry {
-    fn option(&self, name: &str) -> Option<&str> {
+    /// The login module class name, as written.
+    pub fn module(&self) -> &str {
+        &self.module
+    }
+
+    /// The value of option `name` (the last one, if repeated); may be a secret.
+    pub fn option(&self, name: &str) -> Option<&str> {
         self.options
             .iter()
             .find(|(n, _)| n == name)
@@ -55,7 +61,7 @@ impl fmt::Debug for JaasEntry {
 
 /// What the JAAS line becomes for librdkafka.
 #[derive(PartialEq, Eq)]
-pub(crate) struct SaslCredentials {
+pub struct SaslCredentials {
     pub(crate) username: String,
     pub(crate) password: String,
     /// Options that have no librdkafka meaning (names only).
@@ -74,7 +80,7 @@ impl fmt::Debug for SaslCredentials {
 
 /// Why a JAAS line cannot be used.
 #[derive(Debug, PartialEq, Eq)]
-pub(crate) enum JaasProblem {
+pub enum JaasProblem {
     /// Not valid JAAS syntax.
     Syntax(String),
     /// Valid, but not something eosmirror translates; the text says what to write instead.
@@ -229,7 +235,7 @@ fn describe_module(module: &str) -> String {
 }
 
 /// Parses a client's `sasl.jaas.config` value: exactly one login module entry.
-pub(crate) fn parse(text: &str) -> Result<JaasEntry, JaasProblem> {
+pub fn parse(text: &str) -> Result<JaasEntry, JaasProblem> {
     let syntax = JaasProblem::Syntax;
     let mut tokens = Tokenizer {
         chars: text.chars().peekable(),
@@ -304,10 +310,7 @@ pub(crate) fn parse(text: &str) -> Result<JaasEntry, JaasProblem> {
 /// Maps a parsed entry to librdkafka credentials. `features` is librdkafka's
 /// `builtin.features` list, used to say whether the alternative settings would work in
 /// this build.
-pub(crate) fn credentials(
-    entry: &JaasEntry,
-    features: &str,
-) -> Result<SaslCredentials, JaasProblem> {
+pub fn credentials(entry: &JaasEntry, features: &str) -> Result<SaslCredentials, JaasProblem> {
     let has = |feature: &str| features.split(',').any(|f| f.trim() == feature);
     let module = entry.module.as_str();
     if module == PLAIN_MODULE || module == SCRAM_MODULE {

@@ -30,13 +30,14 @@ const KEY_PROTECTOR_OID: &[u8] = &[0x2B, 0x06, 0x01, 0x04, 0x01, 0x2A, 0x02, 0x1
 const SHA1_LEN: usize = 20;
 
 /// A parsed JKS or JCEKS file: its entries, in file order.
-pub(crate) struct KeyStore {
-    pub(crate) entries: Vec<Entry>,
+pub struct KeyStore {
+    /// The entries, in file order.
+    pub entries: Vec<Entry>,
 }
 
 /// One key store entry. Holds no secret in clear: private keys stay encrypted until
 /// [`recover_key`] is called with the key password.
-pub(crate) enum Entry {
+pub enum Entry {
     /// A private key with its certificate chain (leaf first), DER encoded.
     PrivateKey {
         alias: String,
@@ -50,7 +51,7 @@ pub(crate) enum Entry {
 
 /// Why a JKS/JCEKS file cannot be read.
 #[derive(Debug, PartialEq, Eq)]
-pub(crate) enum JksError {
+pub enum JksError {
     /// The file's structure is broken (truncated, bad magic, unknown tag); the text says
     /// where, never quoting content.
     Damaged(String),
@@ -64,7 +65,7 @@ pub(crate) enum JksError {
 
 /// Why a private key entry cannot be decrypted.
 #[derive(Debug, PartialEq, Eq)]
-pub(crate) enum KeyError {
+pub enum KeyError {
     /// The check digest does not match: wrong key password.
     WrongPassword,
     /// Not protected with the JKS `KeyProtector` (e.g. a JCEKS key, which uses
@@ -135,7 +136,7 @@ impl<'a> Reader<'a> {
 
 /// Parses a JKS or JCEKS file. With a `password`, the integrity digest is verified, as
 /// Java does; without one (Java's null password) it is not.
-pub(crate) fn parse(bytes: &[u8], password: Option<&str>) -> Result<KeyStore, JksError> {
+pub fn parse(bytes: &[u8], password: Option<&str>) -> Result<KeyStore, JksError> {
     let mut r = Reader { bytes, at: 0 };
     let magic = r.u32("magic number")?;
     let jceks = match magic {
@@ -196,7 +197,7 @@ pub(crate) fn parse(bytes: &[u8], password: Option<&str>) -> Result<KeyStore, Jk
 
 /// Decrypts a JKS private key entry (`protected`, an `EncryptedPrivateKeyInfo`) with
 /// `password`, returning the PKCS#8 `PrivateKeyInfo` DER.
-pub(crate) fn recover_key(protected: &[u8], password: &str) -> Result<Vec<u8>, KeyError> {
+pub fn recover_key(protected: &[u8], password: &str) -> Result<Vec<u8>, KeyError> {
     let (oid, data) = encrypted_private_key_info(protected).ok_or(KeyError::Damaged)?;
     if oid != KEY_PROTECTOR_OID {
         return Err(KeyError::UnsupportedProtection);

@@ -21,10 +21,12 @@
 //! ```
 
 mod error;
-mod jaas;
-mod jks;
+// `jaas`, `jks` and `pem` are public only so that the fuzz targets in fuzz/ (a crate of
+// their own) call the parsers eosmirror uses on user files, not copies of them.
+pub mod jaas;
+pub mod jks;
 mod librdkafka;
-mod pem;
+pub mod pem;
 pub mod properties;
 mod role;
 mod rules;

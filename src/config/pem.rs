@@ -11,7 +11,7 @@
 /// line). Text outside the blocks is dropped, as Java's parser drops it.
 ///
 /// Errors describe the problem without quoting the text, which may be a private key.
-pub(crate) fn normalize(text: &str) -> Result<String, String> {
+pub fn normalize(text: &str) -> Result<String, String> {
     const BEGIN: &str = "-----BEGIN ";
     const DASHES: &str = "-----";
     let mut out = String::with_capacity(text.len() + text.len() / 64 + 64);

@@ -269,7 +269,7 @@ pub fn parse(text: &str) -> Result<Properties, PropertiesError> {
         let key_text = unescape(&line, 0..key.end, "the key")?;
         let value_part = format!("the value of key `{key_text}`");
         let value_text = unescape(&line, value, &value_part)?;
-        props.insert(key_text, value_text, line.positions[0].line);
+        props.insert(key_text, value_text, line.start_line);
     }
     Ok(props)
 }
@@ -287,6 +287,26 @@ struct Position {
 struct LogicalLine {
     chars: Vec<char>,
     positions: Vec<Position>,
+    /// The natural line of the first character kept. Separate from `positions` because
+    /// a logical line may end up empty (a lone continuation backslash at the end of the
+    /// input, which Java still loads as the key `""`) and still needs a line number.
+    start_line: usize,
+}
+
+impl LogicalLine {
+    fn push(&mut self, c: char, pos: Position) {
+        if self.chars.is_empty() {
+            self.start_line = pos.line;
+        }
+        self.chars.push(c);
+        self.positions.push(pos);
+    }
+
+    /// Drops a continuation backslash, the last character.
+    fn pop(&mut self) {
+        self.chars.pop();
+        self.positions.pop();
+    }
 }
 
 /// Java's `Properties.LineReader`: yields logical lines.
@@ -327,6 +347,7 @@ impl LineReader {
         let mut line = LogicalLine {
             chars: Vec::new(),
             positions: Vec::new(),
+            start_line: 1,
         };
         let mut skip_whitespace = true;
         let mut appended_line_begin = false;
@@ -337,8 +358,7 @@ impl LineReader {
                     return None;
                 }
                 if preceding_backslash {
-                    line.chars.pop();
-                    line.positions.pop();
+                    line.pop();
                 }
                 return Some(line);
             };
@@ -361,8 +381,7 @@ impl LineReader {
                 continue;
             }
             if c != '\n' && c != '\r' {
-                line.chars.push(c);
-                line.positions.push(pos);
+                line.push(c, pos);
                 preceding_backslash = c == '\\' && !preceding_backslash;
                 continue;
             }
@@ -370,12 +389,20 @@ impl LineReader {
                 skip_whitespace = true;
                 continue;
             }
+            if self.next >= self.chars.len() {
+                // The line break is the input's last character. Java's readLine returns
+                // the line here, minus a continuation backslash, even when nothing is
+                // left: `\` + line break at the very end loads the key `""`.
+                if preceding_backslash {
+                    line.pop();
+                }
+                return Some(line);
+            }
             if !preceding_backslash {
                 return Some(line);
             }
             // Continuation: drop the backslash, skip the next line's leading whitespace.
-            line.chars.pop();
-            line.positions.pop();
+            line.pop();
             skip_whitespace = true;
             appended_line_begin = true;
             preceding_backslash = false;
@@ -519,6 +546,9 @@ fn line_of_offset(bytes: &[u8], offset: usize) -> usize {
     }
     line
 }
+
+#[cfg(test)]
+mod oracle_tests;
 
 #[cfg(test)]
 mod tests {
@@ -804,6 +834,28 @@ mod tests {
         // Java: after a line holding only a continuation backslash the logical line is
         // still empty, so a following '#' line is a comment.
         assert_eq!(pairs("\\\n# c\na=1"), vec![kv("a", "1")]);
+    }
+
+    #[test]
+    fn lone_continuation_backslash_at_end_of_input() {
+        // A logical line left empty by its continuation backslash at the end of the
+        // input used to panic looking up its line number (`\\` alone) or be dropped
+        // (`\\` + line break). Java 17 loads each of these as the key "" with the
+        // value "" ...
+        assert_eq!(one("\\"), kv("", ""));
+        assert_eq!(one("\\\n"), kv("", ""));
+        assert_eq!(one("\\\r"), kv("", ""));
+        assert_eq!(one("  \\\n"), kv("", ""));
+        assert_eq!(one("\\\n\\\n"), kv("", ""));
+        let props = parse("x=1\n\\\n").unwrap();
+        assert_eq!(props.property("").unwrap().line(), 2);
+        assert_eq!(props.get("x"), Some("1"));
+        // ... but nothing when the line break is CRLF or whitespace follows it, because
+        // Java's readLine then reads on before it sees the end.
+        assert!(parse("\\\r\n").unwrap().is_empty());
+        assert!(parse("\\\n  ").unwrap().is_empty());
+        assert!(parse("\\\n#c").unwrap().is_empty());
+        assert_eq!(one("a\\\n\\\n"), kv("a", ""));
     }
 
     #[test]
