@@ -1,17 +1,70 @@
-//! Connecting the operational commands (`verify`, `translate`, `cutover`,
-//! `failover`) to both clusters with `run`'s properties files.
+//! Connecting every command to the clusters with `run`'s properties files:
+//! loading and translating a file, the connection-only settings that
+//! metadata, admin and reading clients get, and the reachability check.
 
 use std::path::Path;
 use std::time::Duration;
 
+use anyhow::bail;
 use rdkafka::config::ClientConfig;
 
 use crate::cli::common::ConnectionArgs;
-use crate::config::ClientRole;
+use crate::config::{self, ClientRole};
 use crate::connect::cluster_id;
 use crate::groups::kafka::GroupClient;
 use crate::read::Side;
-use crate::run::{connection_only, load_client_config};
+
+/// Keys that describe how to reach and authenticate to a cluster; the only
+/// ones given to metadata, admin and position-reading clients.
+fn is_connection_key(key: &str) -> bool {
+    key == "bootstrap.servers"
+        || key == "client.id"
+        || key == "security.protocol"
+        || key.starts_with("sasl.")
+        || key.starts_with("ssl.")
+        || key.starts_with("socket.")
+        || key == "broker.address.family"
+        || key == "metadata.max.age.ms"
+}
+
+/// Loads a Java properties file and translates it for librdkafka, logging
+/// every Java-only key that is dropped and the system CA store a TLS file
+/// without a trust store gets. Every command's clients start here.
+pub(crate) fn load_client_config(path: &Path, role: ClientRole) -> anyhow::Result<ClientConfig> {
+    let translated = config::load_client_config(path, role)?;
+    for dropped in &translated.dropped {
+        tracing::warn!(file = %path.display(), "{dropped}");
+    }
+    if let Some(store) = &translated.system_trust {
+        tracing::info!(
+            file = %path.display(),
+            "TLS without ssl.truststore.location: trusting the system CA store {store}, as Java does"
+        );
+    }
+    let config = translated.client_config();
+    if config.get("bootstrap.servers").is_none() {
+        bail!(
+            "{}: bootstrap.servers is missing; add e.g. bootstrap.servers=host:9092",
+            path.display()
+        );
+    }
+    Ok(config)
+}
+
+pub(crate) fn connection_only(config: &ClientConfig) -> ClientConfig {
+    let mut out = ClientConfig::new();
+    // `config_map` masks secret values, so it only supplies the keys.
+    for key in config
+        .config_map()
+        .into_keys()
+        .filter(|k| is_connection_key(k))
+    {
+        if let Some(value) = config.get(key) {
+            out.set(key, value);
+        }
+    }
+    out
+}
 
 /// How long a command waits for a cluster to answer.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(30);

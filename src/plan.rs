@@ -34,6 +34,7 @@ use serde::Serialize;
 
 use crate::cli::plan_args::PlanArgs;
 use crate::clusters::CONNECT_TIMEOUT;
+use crate::clusters::{connection_only, load_client_config};
 use crate::config::ClientRole;
 use crate::connect::{cluster_id, GaveUp};
 use crate::read::reader_config;
@@ -41,7 +42,6 @@ use crate::replication::layout::{Layout, DEFAULT_LANES};
 use crate::replication::progress::InternalTopics;
 use crate::replication::throttle::ThrottleLimits;
 use crate::replication::watermarks;
-use crate::run::{connection_only, load_client_config};
 use crate::topics::acls;
 use crate::topics::internal::{Finding as InternalFinding, Needs, ToolConnection};
 use crate::topics::target::{

@@ -1,17 +1,15 @@
 //! `eosmirror run`: assembles configuration, checks both clusters, opens the
 //! local cache and hands over to the supervisor.
 
-use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use anyhow::bail;
 use eosmirror_state::{ClusterIdentity, OpenOutcome, StateStore};
-use rdkafka::config::ClientConfig;
 
 use crate::cli::run_args::RunArgs;
-use crate::clusters::{Cluster, CONNECT_TIMEOUT};
-use crate::config::{self, ClientRole};
+use crate::clusters::{connection_only, load_client_config, Cluster, CONNECT_TIMEOUT};
+use crate::config::ClientRole;
 use crate::connect::cluster_id;
 use crate::groups::sync::GroupSync;
 use crate::health::Health;
@@ -44,58 +42,6 @@ const TARGET_OVERRIDES: &[(&str, &str)] = &[("enable.idempotence", "true"), ("ac
 /// Largest produce request the target producer may send unless the
 /// producer file says otherwise.
 const TARGET_MAX_REQUEST_BYTES: usize = 100 << 20;
-
-/// Keys that describe how to reach and authenticate to a cluster; the only
-/// ones given to metadata, admin and position-reading clients.
-fn is_connection_key(key: &str) -> bool {
-    key == "bootstrap.servers"
-        || key == "client.id"
-        || key == "security.protocol"
-        || key.starts_with("sasl.")
-        || key.starts_with("ssl.")
-        || key.starts_with("socket.")
-        || key == "broker.address.family"
-        || key == "metadata.max.age.ms"
-}
-
-/// Loads a Java properties file and translates it for librdkafka, logging
-/// every Java-only key that is dropped and the system CA store a TLS file
-/// without a trust store gets. Every command's clients start here.
-pub(crate) fn load_client_config(path: &Path, role: ClientRole) -> anyhow::Result<ClientConfig> {
-    let translated = config::load_client_config(path, role)?;
-    for dropped in &translated.dropped {
-        tracing::warn!(file = %path.display(), "{dropped}");
-    }
-    if let Some(store) = &translated.system_trust {
-        tracing::info!(
-            file = %path.display(),
-            "TLS without ssl.truststore.location: trusting the system CA store {store}, as Java does"
-        );
-    }
-    let config = translated.client_config();
-    if config.get("bootstrap.servers").is_none() {
-        bail!(
-            "{}: bootstrap.servers is missing; add e.g. bootstrap.servers=host:9092",
-            path.display()
-        );
-    }
-    Ok(config)
-}
-
-pub(crate) fn connection_only(config: &ClientConfig) -> ClientConfig {
-    let mut out = ClientConfig::new();
-    // `config_map` masks secret values, so it only supplies the keys.
-    for key in config
-        .config_map()
-        .into_keys()
-        .filter(|k| is_connection_key(k))
-    {
-        if let Some(value) = config.get(key) {
-            out.set(key, value);
-        }
-    }
-    out
-}
 
 fn instance_id() -> u64 {
     let nanos = SystemTime::now()

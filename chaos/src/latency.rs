@@ -102,7 +102,15 @@ pub fn measure(probe: &LatencyProbe) -> Result<LatencyReport> {
         let Some(message) = reader.poll(Duration::from_millis(50)) else {
             continue;
         };
-        let message = message.context("reading the copy")?;
+        // Transient client errors (a connection the broker closed) are
+        // retried by librdkafka; a record that never shows up is what fails.
+        let message = match message {
+            Ok(message) => message,
+            Err(e) => {
+                eprintln!("eosmirror-chaos: latency: reading the copy: {e} (retrying)");
+                continue;
+            }
+        };
         let seen_at = now_ms();
         let Some(index) = message
             .key()

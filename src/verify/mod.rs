@@ -30,13 +30,13 @@ use anyhow::bail;
 
 use crate::cli::verify_args::{PairingMode, VerifyArgs};
 use crate::clusters::CONNECT_TIMEOUT;
+use crate::clusters::{connection_only, load_client_config};
 use crate::config::ClientRole;
 use crate::connect::cluster_id;
 use crate::offsets::history::read_mappings;
 use crate::offsets::mapping::OffsetMap;
 use crate::read::{first_committed, RangeReader, ReadError, Side};
 use crate::replication::progress::InternalTopics;
-use crate::run::{connection_only, load_client_config};
 use crate::topics::target::partition_counts;
 use lookups::SourceLookups;
 use plan::{plan_mapped, PlanInputs, Watermarks};
