@@ -301,12 +301,14 @@ pub fn check(topic: &ObservedTopic<'_>, needs: &Needs<'_>) -> Vec<Finding> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
 
-    const TOOLS: &str = "--bootstrap-server t1:9092,t2:9092";
+    /// The connection part of fix commands for [`tools`]; shared with the
+    /// target preparation's tests.
+    pub(in crate::topics) const TOOLS: &str = "--bootstrap-server t1:9092,t2:9092";
 
-    fn tools() -> ToolConnection {
+    pub(in crate::topics) fn tools() -> ToolConnection {
         let mut config = ClientConfig::new();
         config.set("bootstrap.servers", "t1:9092,t2:9092");
         ToolConnection::new(&config, Path::new("config/producer.properties"))

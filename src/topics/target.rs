@@ -598,13 +598,7 @@ mod tests {
 
     use super::*;
 
-    const TOOLS: &str = "--bootstrap-server t1:9092,t2:9092";
-
-    fn tools() -> ToolConnection {
-        let mut config = ClientConfig::new();
-        config.set("bootstrap.servers", "t1:9092,t2:9092");
-        ToolConnection::new(&config, Path::new("config/producer.properties"))
-    }
+    use crate::topics::internal::tests::{tools, TOOLS};
 
     fn options(add_partitions: bool) -> TargetTopicOptions {
         let mut target = ClientConfig::new();
