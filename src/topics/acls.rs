@@ -12,9 +12,8 @@ use std::time::Duration;
 use rdkafka::bindings as rd;
 use rdkafka::client::{Client, ClientContext};
 use rdkafka::error::KafkaError;
-use rdkafka::types::{RDKafkaErrorCode, RDKafkaRespErr};
 
-use crate::ffi::Owned;
+use crate::ffi::{admin_result, Owned};
 
 /// One ACL binding as the broker reports it, with librdkafka's names
 /// (`TRANSACTIONAL_ID`, `PREFIXED`, `WRITE`, `ALLOW`).
@@ -103,17 +102,7 @@ pub fn describe<C: ClientContext>(
             errstr.len(),
         );
         rd::rd_kafka_DescribeAcls(rk, filter.ptr(), options.ptr(), queue.ptr());
-        let event = Owned::new(
-            rd::rd_kafka_queue_poll(queue.ptr(), timeout_ms.saturating_add(1_000)),
-            rd::rd_kafka_event_destroy,
-        );
-        if event.ptr().is_null() {
-            return Err(KafkaError::AdminOp(RDKafkaErrorCode::OperationTimedOut));
-        }
-        let code = rd::rd_kafka_event_error(event.ptr());
-        if code != RDKafkaRespErr::RD_KAFKA_RESP_ERR_NO_ERROR {
-            return Err(KafkaError::AdminOp(code.into()));
-        }
+        let event = admin_result(queue.ptr(), timeout_ms)?;
         let result = rd::rd_kafka_event_DescribeAcls_result(event.ptr());
         let mut count = 0usize;
         let bindings = rd::rd_kafka_DescribeAcls_result_acls(result, &mut count);

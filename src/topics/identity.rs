@@ -17,10 +17,10 @@ use std::time::Duration;
 use rdkafka::bindings as rd;
 use rdkafka::client::{Client, ClientContext};
 use rdkafka::error::KafkaError;
-use rdkafka::types::{RDKafkaErrorCode, RDKafkaRespErr};
+use rdkafka::types::RDKafkaRespErr;
 use serde::{Deserialize, Serialize};
 
-use crate::ffi::Owned;
+use crate::ffi::{admin_result, Owned};
 
 /// A Kafka topic id (a UUID the controller gives a topic when it is
 /// created; never reused).
@@ -117,19 +117,7 @@ impl TopicIdRequest {
         // SAFETY: the event is polled from our own queue, read, and
         // destroyed before this returns.
         unsafe {
-            // The request's own timeout ends it; the extra second only
-            // covers the result's way back through the queue.
-            let event = Owned::new(
-                rd::rd_kafka_queue_poll(self.queue.ptr(), self.timeout_ms.saturating_add(1_000)),
-                rd::rd_kafka_event_destroy,
-            );
-            if event.ptr().is_null() {
-                return Err(KafkaError::AdminOp(RDKafkaErrorCode::OperationTimedOut));
-            }
-            let code = rd::rd_kafka_event_error(event.ptr());
-            if code != RDKafkaRespErr::RD_KAFKA_RESP_ERR_NO_ERROR {
-                return Err(KafkaError::AdminOp(code.into()));
-            }
+            let event = admin_result(self.queue.ptr(), self.timeout_ms)?;
             let result = rd::rd_kafka_event_DescribeTopics_result(event.ptr());
             let mut count = 0usize;
             let descriptions = rd::rd_kafka_DescribeTopics_result_topics(result, &mut count);
