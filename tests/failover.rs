@@ -10,13 +10,18 @@ use std::time::Duration;
 
 use serde_json::Value;
 use support::mirror::{wait_for_copy, MirrorSetup};
-use support::{bed, unique_name, Isolation, TestRecord};
+use support::{bed, unique_name, Cluster, Isolation, TestRecord};
 
 /// Stops the local source broker until dropped (also when the test fails).
-struct StoppedBroker(i32);
+/// Dropped, it thaws the broker and waits until it creates topics again, so
+/// the next test binary finds a working source.
+struct StoppedBroker {
+    pid: i32,
+    cluster: Cluster,
+}
 
 impl StoppedBroker {
-    fn stop() -> Option<StoppedBroker> {
+    fn stop(cluster: &Cluster) -> Option<StoppedBroker> {
         if std::env::var("EOSMIRROR_SOURCE_BOOTSTRAP").is_ok() {
             return None;
         }
@@ -32,14 +37,26 @@ impl StoppedBroker {
             .unwrap();
         // SAFETY: signals a process this test bed started.
         assert_eq!(unsafe { libc::kill(pid, libc::SIGSTOP) }, 0);
-        Some(StoppedBroker(pid))
+        Some(StoppedBroker {
+            pid,
+            cluster: cluster.clone(),
+        })
     }
 }
 
 impl Drop for StoppedBroker {
     fn drop(&mut self) {
         // SAFETY: as above.
-        unsafe { libc::kill(self.0, libc::SIGCONT) };
+        unsafe { libc::kill(self.pid, libc::SIGCONT) };
+        if std::thread::panicking() {
+            return; // a second panic would abort before the first is shown
+        }
+        let thawed = std::time::Instant::now();
+        let probe = self.cluster.create_topic("failover-thawed", 1);
+        eprintln!(
+            "source broker created {probe} {:?} after it was thawed",
+            thawed.elapsed()
+        );
     }
 }
 
@@ -98,7 +115,7 @@ fn failover_applies_recorded_offsets_and_reports_what_was_not_replicated() {
     // Several sync rounds observe the new source ends.
     std::thread::sleep(Duration::from_secs(4));
 
-    let stopped = StoppedBroker::stop().expect("local source broker");
+    let stopped = StoppedBroker::stop(&bed.source).expect("local source broker");
     std::thread::sleep(Duration::from_secs(2));
     mirror.kill();
     let copied = bed.target.read_all(&topic, Isolation::ReadCommitted);

@@ -332,8 +332,13 @@ impl Cluster {
 
     /// Creates topic `name` with topic-level configs; waits until its metadata
     /// is visible so that producers and consumers can use it at once.
+    ///
+    /// A request that times out is sent again through a new client, for up
+    /// to [`BROKER_TIMEOUT`]: after a broker was frozen (tests/failover.rs) or
+    /// stalled by the disk, its first requests can go unanswered while a new
+    /// connection is served at once. A retry that finds the topic created is
+    /// a success: the name is this test's own.
     pub fn create_topic_with(&self, name: &str, partitions: i32, configs: &[(&str, &str)]) {
-        let admin = self.admin();
         let mut topic = NewTopic::new(name, partitions, TopicReplication::Fixed(1));
         // Test records often carry old timestamps; time-based retention would
         // delete them within seconds (segments roll on their first record's
@@ -344,12 +349,28 @@ impl Cluster {
         for (k, v) in configs {
             topic = topic.set(k, v);
         }
-        let options = AdminOptions::new().operation_timeout(Some(BROKER_TIMEOUT));
-        let results = block_on(admin.create_topics([&topic], &options))
-            .unwrap_or_else(|e| panic!("{}: create topic {name}: {e}", self.name));
-        for result in results {
-            if let Err((topic, code)) = result {
-                panic!("{}: create topic {topic}: {code}", self.name);
+        let attempt_timeout = Duration::from_secs(15);
+        let options = AdminOptions::new()
+            .operation_timeout(Some(attempt_timeout))
+            .request_timeout(Some(attempt_timeout));
+        let deadline = Instant::now() + BROKER_TIMEOUT;
+        loop {
+            match block_on(self.admin().create_topics([&topic], &options)) {
+                Ok(results) => {
+                    for result in results {
+                        match result {
+                            Ok(_) | Err((_, RDKafkaErrorCode::TopicAlreadyExists)) => {}
+                            Err((topic, code)) => {
+                                panic!("{}: create topic {topic}: {code}", self.name)
+                            }
+                        }
+                    }
+                    break;
+                }
+                Err(e) if is_timeout(&e) && Instant::now() < deadline => {
+                    eprintln!("{}: create topic {name}: {e}; retrying", self.name);
+                }
+                Err(e) => panic!("{}: create topic {name}: {e}", self.name),
             }
         }
         let deadline = Instant::now() + BROKER_TIMEOUT;
@@ -455,13 +476,9 @@ impl Cluster {
         let partitions = self
             .partition_count(topic)
             .unwrap_or_else(|| panic!("{}: no topic {topic} to read", self.name));
-        let watermarks: BaseConsumer = self
-            .client_config()
-            .set("isolation.level", "read_uncommitted")
-            .create()
-            .expect("create consumer");
+        let mut watermarks = self.watermark_client();
         let ranges: BTreeMap<i32, (i64, i64)> = (0..partitions)
-            .map(|p| (p, self.watermarks_with(&watermarks, topic, p)))
+            .map(|p| (p, self.watermarks_with(&mut watermarks, topic, p)))
             .collect();
         let ends: BTreeMap<i32, i64> = ranges.iter().map(|(&p, &(_, high))| (p, high)).collect();
         let consumer: BaseConsumer = self
@@ -491,6 +508,10 @@ impl Cluster {
             // too much to do per record.
             match consumer.poll(Duration::from_millis(100)) {
                 None => {}
+                // librdkafka reconnects by itself; the deadline still holds.
+                Some(Err(e)) if is_transient(&e) => {
+                    eprintln!("{}: reading {topic}: {e}; still reading", self.name)
+                }
                 Some(Err(e)) => panic!("{}: reading {topic}: {e}", self.name),
                 Some(Ok(m)) => {
                     by_partition
@@ -569,6 +590,23 @@ fn send_all(
     }
 }
 
+/// Whether a client call failed because the broker did not answer in time.
+fn is_timeout(e: &KafkaError) -> bool {
+    matches!(
+        e.rdkafka_error_code(),
+        Some(RDKafkaErrorCode::OperationTimedOut | RDKafkaErrorCode::RequestTimedOut)
+    )
+}
+
+/// Whether a consumer's error only reports lost connections, which
+/// librdkafka re-establishes by itself (a broker stalled by the disk).
+fn is_transient(e: &KafkaError) -> bool {
+    matches!(
+        e.rdkafka_error_code(),
+        Some(RDKafkaErrorCode::AllBrokersDown | RDKafkaErrorCode::BrokerTransportFailure)
+    )
+}
+
 /// Runs an admin future to completion from a synchronous test.
 fn block_on<F: std::future::Future>(future: F) -> F::Output {
     tokio::runtime::Builder::new_current_thread()
@@ -627,15 +665,28 @@ impl Cluster {
 
     /// Low and high watermark of `topic`/`partition`.
     pub fn watermarks(&self, topic: &str, partition: i32) -> (i64, i64) {
-        let consumer: BaseConsumer = self.client_config().create().expect("create consumer");
-        self.watermarks_with(&consumer, topic, partition)
+        self.watermarks_with(&mut self.watermark_client(), topic, partition)
+    }
+
+    fn watermark_client(&self) -> BaseConsumer {
+        self.client_config()
+            .set("isolation.level", "read_uncommitted")
+            .create()
+            .expect("create consumer")
     }
 
     /// Watermarks through `client`, retried while the broker answers with
     /// an error (a partition whose leader is still being elected, e.g. just
     /// created, or after another test restarted the broker), up to
-    /// [`BROKER_TIMEOUT`].
-    fn watermarks_with(&self, client: &BaseConsumer, topic: &str, partition: i32) -> (i64, i64) {
+    /// [`BROKER_TIMEOUT`]. After a failure the next try uses a new client,
+    /// so metadata the old one cached while the broker stalled cannot make
+    /// every try fail.
+    fn watermarks_with(
+        &self,
+        client: &mut BaseConsumer,
+        topic: &str,
+        partition: i32,
+    ) -> (i64, i64) {
         let deadline = Instant::now() + BROKER_TIMEOUT;
         loop {
             match client.fetch_watermarks(topic, partition, BROKER_TIMEOUT) {
@@ -646,6 +697,7 @@ impl Cluster {
                         self.name
                     );
                     std::thread::sleep(Duration::from_millis(500));
+                    *client = self.watermark_client();
                 }
                 Err(e) => panic!("{}: watermarks of {topic}-{partition}: {e}", self.name),
             }
