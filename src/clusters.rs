@@ -89,12 +89,12 @@ impl Cluster {
 
     /// A streaming reader side with the given prefetch bound.
     pub fn side(&self, queue_kbytes: usize, stall_limit: Duration) -> Side {
-        Side {
-            name: self.name,
-            connection: self.connection.clone(),
+        Side::new(
+            self.name,
+            self.connection.clone(),
             queue_kbytes,
             stall_limit,
-        }
+        )
     }
 
     pub fn groups(&self) -> GroupClient {

@@ -294,6 +294,8 @@ pub fn run(args: &CutoverArgs) -> anyhow::Result<CutoverReport> {
             format: ReportFormat::Text,
             parallelism: 4,
             max_memory_bytes: 64 << 20,
+            // The outage window is on: verify reads as fast as it can.
+            throttle_bytes_per_sec: None,
             stall_timeout_ms: 120_000,
         };
         let report = crate::verify::verify(&verify_args)?;

@@ -5,6 +5,7 @@ use clap::{Args, ValueEnum};
 
 pub use super::common::ReportFormat;
 use super::common::{ConnectionArgs, TopicArgs};
+use crate::replication::throttle::parse_bytes;
 
 #[derive(Debug, Args)]
 pub struct VerifyArgs {
@@ -57,6 +58,18 @@ pub struct VerifyArgs {
         value_parser = super::common::parse_size
     )]
     pub max_memory_bytes: usize,
+
+    /// Most bytes (key+value+headers) read per second from each cluster, all
+    /// partitions together, e.g. 20MB or 512KiB (K, M, G = powers of 1000;
+    /// Ki, Mi, Gi = of 1024): verify reads production clusters, often during
+    /// a cutover window. Default: unlimited.
+    #[arg(
+        long = "throttle.bytes.per.sec",
+        visible_alias = "throttle",
+        value_name = "BYTES",
+        value_parser = parse_bytes
+    )]
+    pub throttle_bytes_per_sec: Option<u64>,
 
     /// Longest a read may make no progress before verify gives up (ms), e.g.
     /// waiting for an open transaction to end.

@@ -21,8 +21,32 @@ pub fn read_mappings(
     progress_topic: &str,
     wanted: &BTreeSet<(String, i32)>,
 ) -> anyhow::Result<(Mappings, bool)> {
-    let (histories, truncated) = read_histories(target, progress_topic, wanted)?;
+    let (histories, _, truncated) = read_histories(target, progress_topic, wanted, None)?;
     Ok((seal(histories), truncated))
+}
+
+/// Per source partition, an end offset on the target (its partition of the
+/// same number).
+pub type TargetEnds = BTreeMap<(String, i32), i64>;
+
+/// [`read_mappings`] as of a snapshot of the target: per partition, only the
+/// commits whose copies all lie below the snapshot's end (`ends`). A commit
+/// that ends past it was made after the snapshot, while the progress topic
+/// is read later, and its source records are not in the snapshot yet.
+///
+/// Also returns, for each partition with such a later commit, the target
+/// offset where that commit's copies start: the snapshot can be checked
+/// only below it, since copies of a transaction still open at the snapshot
+/// may already lie below the snapshot's end.
+pub fn read_mappings_as_of(
+    target: &Side,
+    progress_topic: &str,
+    ends: &TargetEnds,
+) -> anyhow::Result<(Mappings, TargetEnds, bool)> {
+    let wanted = ends.keys().cloned().collect();
+    let (histories, later, truncated) =
+        read_histories(target, progress_topic, &wanted, Some(ends))?;
+    Ok((seal(histories), later, truncated))
 }
 
 /// [`read_mappings`] with each partition's latest position merged in, so
@@ -41,7 +65,7 @@ pub fn read_mappings_with_positions(
     wanted: &BTreeSet<(String, i32)>,
 ) -> anyhow::Result<(Mappings, bool)> {
     let positions = read_positions(target, &topics.position, wanted)?;
-    let (mut histories, truncated) = read_histories(target, &topics.progress, wanted)?;
+    let (mut histories, _, truncated) = read_histories(target, &topics.progress, wanted, None)?;
     for (key, position) in positions {
         let (lineage, map) = histories
             .entry(key)
@@ -68,17 +92,27 @@ fn read_histories(
     target: &Side,
     progress_topic: &str,
     wanted: &BTreeSet<(String, i32)>,
-) -> anyhow::Result<(Histories, bool)> {
+    as_of: Option<&TargetEnds>,
+) -> anyhow::Result<(Histories, TargetEnds, bool)> {
     let ranges = internal_topic_ranges(target, progress_topic)?;
     let truncated = ranges.iter().any(|&(_, low, _)| low > 0);
     let mut histories = Histories::new();
+    let mut later = TargetEnds::new();
     // A source partition's records are all in one internal partition (its
     // lane's), in commit order.
     for (partition, low, high) in ranges {
         for_each_record(target, progress_topic, partition, low, high, |record| {
             let key = (record.source.topic.clone(), record.source.partition);
-            if !wanted.contains(&key) {
+            if !wanted.contains(&key) || later.contains_key(&key) {
                 return;
+            }
+            if let Some(&end) = as_of.and_then(|ends| ends.get(&key)) {
+                if record.next_target_offset > end {
+                    // Commit order: every later record is past the end too.
+                    let first_copy = record.runs.iter().map(|r| r.target_start).min();
+                    later.insert(key, first_copy.unwrap_or(end).min(end));
+                    return;
+                }
             }
             let (lineage, map) = histories
                 .entry(key)
@@ -94,7 +128,7 @@ fn read_histories(
             );
         })?;
     }
-    Ok((histories, truncated))
+    Ok((histories, later, truncated))
 }
 
 fn seal(histories: Histories) -> Mappings {

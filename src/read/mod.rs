@@ -2,8 +2,8 @@
 //! transaction markers and aborted records (which a reader never returns)
 //! still count as progress. Blocking: callers run them on their own threads.
 
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use rdkafka::config::ClientConfig;
@@ -14,6 +14,8 @@ use rdkafka::types::RDKafkaErrorCode;
 use rdkafka::{Offset, TopicPartitionList};
 
 pub mod record;
+
+use crate::replication::throttle::Throttle;
 
 use record::RecordImage;
 
@@ -82,6 +84,29 @@ pub fn is_deleted(error: &KafkaError) -> bool {
     )
 }
 
+/// How long an offset query that fails with a [transient](is_transient)
+/// error is asked again: longer than the broker stalls seen on loaded
+/// machines (up to 9 s).
+const QUERY_RETRY_LIMIT: Duration = Duration::from_secs(15);
+
+/// Whether a query's error is one a working cluster recovers from by
+/// itself: a partition whose leader is not known yet, a lost connection, a
+/// request that timed out.
+fn is_transient(error: &KafkaError) -> bool {
+    matches!(
+        error.rdkafka_error_code(),
+        Some(
+            RDKafkaErrorCode::UnknownPartition
+                | RDKafkaErrorCode::LeaderNotAvailable
+                | RDKafkaErrorCode::NotLeaderForPartition
+                | RDKafkaErrorCode::AllBrokersDown
+                | RDKafkaErrorCode::BrokerTransportFailure
+                | RDKafkaErrorCode::RequestTimedOut
+                | RDKafkaErrorCode::OperationTimedOut
+        )
+    )
+}
+
 /// Where and how to read: one side's connection settings.
 #[derive(Clone)]
 pub struct Side {
@@ -93,9 +118,61 @@ pub struct Side {
     pub queue_kbytes: usize,
     /// Longest a read may make no progress.
     pub stall_limit: Duration,
+    /// Limits on what all readers of this side read together (verify's
+    /// `--throttle`); `None` = unlimited.
+    pub throttle: Option<Arc<Throttle>>,
+    /// Clients for offset queries, made on first use and shared by clones:
+    /// a client per query costs a connection and a metadata request, which
+    /// at 1,000s of partitions took longer than reading the records.
+    queries: Arc<QueryClients>,
+}
+
+/// One query client per isolation level: librdkafka answers watermark and
+/// time queries with the asking client's level.
+#[derive(Default)]
+struct QueryClients {
+    read_uncommitted: Mutex<Option<Arc<BaseConsumer>>>,
+    read_committed: Mutex<Option<Arc<BaseConsumer>>>,
 }
 
 impl Side {
+    pub fn new(
+        name: &'static str,
+        connection: ClientConfig,
+        queue_kbytes: usize,
+        stall_limit: Duration,
+    ) -> Side {
+        Side {
+            name,
+            connection,
+            queue_kbytes,
+            stall_limit,
+            throttle: None,
+            queries: Arc::default(),
+        }
+    }
+
+    /// The shared query client of one isolation level (see [`QueryClients`]).
+    fn query_client(&self, committed: bool) -> Result<Arc<BaseConsumer>, KafkaError> {
+        let (slot, isolation) = if committed {
+            (&self.queries.read_committed, "read_committed")
+        } else {
+            (&self.queries.read_uncommitted, "read_uncommitted")
+        };
+        let mut slot = slot.lock().expect("query client lock");
+        if let Some(client) = slot.as_ref() {
+            return Ok(Arc::clone(client));
+        }
+        let client: Arc<BaseConsumer> = Arc::new(
+            self.connection
+                .clone()
+                .set("isolation.level", isolation)
+                .create()?,
+        );
+        *slot = Some(Arc::clone(&client));
+        Ok(client)
+    }
+
     /// A reader of `topic`-`partition` with the given isolation, assigned at
     /// `offset`.
     fn consumer(
@@ -132,11 +209,9 @@ impl Side {
 
     /// Partitions of `topic`; `None` if the cluster has no such topic.
     pub fn partition_count(&self, topic: &str) -> Result<Option<i32>, ReadError> {
-        let kafka = self.kafka(topic, -1);
-        let client: BaseConsumer = self.connection.create().map_err(&kafka)?;
-        let metadata = client
-            .fetch_metadata(Some(topic), self.stall_limit)
-            .map_err(&kafka)?;
+        let metadata = self.query(topic, -1, false, |client| {
+            client.fetch_metadata(Some(topic), self.stall_limit)
+        })?;
         Ok(metadata
             .topics()
             .iter()
@@ -147,7 +222,7 @@ impl Side {
     /// Low watermark and high watermark: the `read_uncommitted` view, whose
     /// end counts the records of transactions still open.
     pub fn watermarks(&self, topic: &str, partition: i32) -> Result<(i64, i64), ReadError> {
-        self.list_watermarks(topic, partition, "read_uncommitted")
+        self.list_watermarks(topic, partition, false)
     }
 
     /// Low watermark and last stable offset: the `read_committed` view,
@@ -155,26 +230,18 @@ impl Side {
     /// (the high watermark when none is). Everything below it is committed
     /// or aborted, so a `read_committed` read up to it never waits.
     pub fn stable_watermarks(&self, topic: &str, partition: i32) -> Result<(i64, i64), ReadError> {
-        self.list_watermarks(topic, partition, "read_committed")
+        self.list_watermarks(topic, partition, true)
     }
 
-    /// librdkafka answers a watermark query with the client's isolation
-    /// level (its default is `read_committed`), so it is always set.
     fn list_watermarks(
         &self,
         topic: &str,
         partition: i32,
-        isolation: &str,
+        committed: bool,
     ) -> Result<(i64, i64), ReadError> {
-        let client: BaseConsumer = self
-            .connection
-            .clone()
-            .set("isolation.level", isolation)
-            .create()
-            .map_err(self.kafka(topic, partition))?;
-        client
-            .fetch_watermarks(topic, partition, self.stall_limit)
-            .map_err(self.kafka(topic, partition))
+        self.query(topic, partition, committed, |client| {
+            client.fetch_watermarks(topic, partition, self.stall_limit)
+        })
     }
 
     /// First offset whose timestamp is at or after `ms`; `None` if none is.
@@ -185,25 +252,115 @@ impl Side {
         partition: i32,
         ms: i64,
     ) -> Result<Option<i64>, ReadError> {
-        let client: BaseConsumer = self
-            .connection
-            .clone()
-            .set("isolation.level", "read_committed")
-            .create()
-            .map_err(self.kafka(topic, partition))?;
         let mut query = TopicPartitionList::new();
         query
             .add_partition_offset(topic, partition, Offset::Offset(ms))
             .map_err(self.kafka(topic, partition))?;
-        let answer = client
-            .offsets_for_times(query, self.stall_limit)
-            .map_err(self.kafka(topic, partition))?;
+        let answer = self.query(topic, partition, true, |client| {
+            client.offsets_for_times(query.clone(), self.stall_limit)
+        })?;
         Ok(answer
             .find_partition(topic, partition)
             .and_then(|p| match p.offset() {
                 Offset::Offset(o) => Some(o),
                 _ => None,
             }))
+    }
+
+    /// Asks `ask` of the shared query client of one isolation level. A
+    /// leader being elected or a broker that stalls for a moment answers
+    /// with an error; the question is asked again for a while. Not for the
+    /// whole stall limit: a partition that is really gone (a deleted topic
+    /// still named by a consumer group) should fail its caller soon.
+    fn query<T>(
+        &self,
+        topic: &str,
+        partition: i32,
+        committed: bool,
+        ask: impl Fn(&BaseConsumer) -> Result<T, KafkaError>,
+    ) -> Result<T, ReadError> {
+        let kafka = self.kafka(topic, partition);
+        let client = self.query_client(committed).map_err(&kafka)?;
+        let deadline = Instant::now() + self.stall_limit.min(QUERY_RETRY_LIMIT);
+        loop {
+            match ask(&client) {
+                Err(e) if is_transient(&e) && Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_millis(200));
+                }
+                answer => return answer.map_err(&kafka),
+            }
+        }
+    }
+
+    /// Waits until no transaction is open below `end` in any of
+    /// `partitions` (topic, partition, end): one `read_committed` reader,
+    /// assigned just below every end, whose position passes an end only
+    /// once everything before it has committed or aborted. One client for
+    /// all partitions, so the wait does not grow with the partition count.
+    pub fn wait_until_settled(&self, partitions: &[(String, i32, i64)]) -> Result<(), ReadError> {
+        let mut behind: Vec<&(String, i32, i64)> =
+            partitions.iter().filter(|(_, _, end)| *end > 0).collect();
+        let Some(&(topic, partition, _)) = behind.first() else {
+            return Ok(());
+        };
+        let kafka = self.kafka(topic, *partition);
+        let consumer: BaseConsumer = reader_config(&self.connection, "__eosmirror.verify", true)
+            .set("queued.max.messages.kbytes", self.queue_kbytes.to_string())
+            .create()
+            .map_err(&kafka)?;
+        let mut assignment = TopicPartitionList::new();
+        for (topic, partition, end) in &behind {
+            assignment
+                .add_partition_offset(topic, *partition, Offset::Offset(end - 1))
+                .map_err(self.kafka(topic, *partition))?;
+        }
+        consumer.assign(&assignment).map_err(&kafka)?;
+        let mut last_progress = Instant::now();
+        let mut last_check = Instant::now();
+        loop {
+            // Records past an end may keep coming (a mirror still running):
+            // positions are checked at least every 200 ms regardless.
+            match consumer.poll(Duration::from_millis(100)) {
+                Some(Err(e)) => return Err(kafka(e)),
+                Some(Ok(_)) if last_check.elapsed() < Duration::from_millis(200) => continue,
+                _ => {}
+            }
+            last_check = Instant::now();
+            let positions = consumer.position().map_err(&kafka)?;
+            let position = |topic: &str, partition: i32| {
+                positions
+                    .find_partition(topic, partition)
+                    .and_then(|p| match p.offset() {
+                        Offset::Offset(o) => Some(o),
+                        _ => None,
+                    })
+            };
+            let mut settled = TopicPartitionList::new();
+            behind.retain(|(topic, partition, end)| {
+                let done = position(topic, *partition).is_some_and(|at| at >= *end);
+                if done {
+                    settled.add_partition(topic, *partition);
+                }
+                !done
+            });
+            let Some(&(topic, partition, end)) = behind.first() else {
+                return Ok(());
+            };
+            if settled.count() > 0 {
+                // Nothing past an end is wanted: stop fetching there.
+                consumer.pause(&settled).map_err(&kafka)?;
+                last_progress = Instant::now();
+            } else if last_progress.elapsed() > self.stall_limit {
+                return Err(ReadError::Stalled {
+                    side: self.name,
+                    topic: topic.clone(),
+                    partition: *partition,
+                    position: position(topic, *partition).unwrap_or(end - 1),
+                    end: *end,
+                    limit: self.stall_limit,
+                });
+            }
+        }
     }
 }
 
@@ -279,10 +436,16 @@ impl RangeReader {
 
     pub fn next_record(&mut self) -> Result<Option<RecordImage>, ReadError> {
         while !self.done {
+            if let Some(throttle) = &self.side.throttle {
+                throttle.wait_ready(self.side.stall_limit, &AtomicBool::new(false));
+            }
             match self.consumer.poll(Duration::from_millis(100)) {
                 Some(Ok(message)) if message.offset() < self.end => {
                     let record = RecordImage::from_message(&message);
                     drop(message);
+                    if let Some(throttle) = &self.side.throttle {
+                        throttle.charge(record.size(), 1);
+                    }
                     self.advance_to(record.offset + 1);
                     return Ok(Some(record));
                 }

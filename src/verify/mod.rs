@@ -29,14 +29,13 @@ use std::time::{Duration, Instant};
 use anyhow::bail;
 
 use crate::cli::verify_args::{PairingMode, VerifyArgs};
-use crate::clusters::CONNECT_TIMEOUT;
-use crate::clusters::{connection_only, load_client_config};
+use crate::clusters::{Cluster, CONNECT_TIMEOUT};
 use crate::config::ClientRole;
-use crate::connect::cluster_id;
-use crate::offsets::history::read_mappings;
+use crate::offsets::history::{read_mappings_as_of, TargetEnds};
 use crate::offsets::mapping::OffsetMap;
 use crate::read::{first_committed, RangeReader, ReadError, Side};
 use crate::replication::progress::InternalTopics;
+use crate::replication::throttle::{Throttle, ThrottleLimits};
 use crate::topics::target::partition_counts;
 use lookups::SourceLookups;
 use plan::{plan_mapped, PlanInputs, Watermarks};
@@ -64,35 +63,29 @@ pub fn verify(args: &VerifyArgs) -> anyhow::Result<Report> {
     if args.mode == PairingMode::Mapped && (!starts.is_empty() || !args.target_prefix.is_empty()) {
         bail!("--start and --target.prefix apply to --mode sequence only; mapped mode finds both from eosmirror's offset mapping");
     }
-    let source_config = load_client_config(&args.connection.consumer_config, ClientRole::Consumer)?;
-    let target_config = load_client_config(&args.connection.producer_config, ClientRole::Producer)?;
+    let source_cluster = Cluster::connect(
+        "source",
+        &args.connection.consumer_config,
+        ClientRole::Consumer,
+    )?;
+    let target_cluster = Cluster::connect(
+        "target",
+        &args.connection.producer_config,
+        ClientRole::Producer,
+    )?;
     let stall_limit = Duration::from_millis(args.stall_timeout_ms);
     let readers = 2 * usize::from(args.parallelism);
     let queue_kbytes = (args.max_memory_bytes / readers / 1024).max(1);
-    let source = Side {
-        name: "source",
-        connection: connection_only(&source_config),
-        queue_kbytes,
-        stall_limit,
-    };
-    let target = Side {
-        name: "target",
-        connection: connection_only(&target_config),
-        queue_kbytes,
-        stall_limit,
-    };
-    cluster_id(
-        &source.connection,
-        "source",
-        &args.connection.consumer_config,
-        CONNECT_TIMEOUT,
-    )?;
-    cluster_id(
-        &target.connection,
-        "target",
-        &args.connection.producer_config,
-        CONNECT_TIMEOUT,
-    )?;
+    let mut source = source_cluster.side(queue_kbytes, stall_limit);
+    let mut target = target_cluster.side(queue_kbytes, stall_limit);
+    if let Some(rate) = args.throttle_bytes_per_sec {
+        for side in [&mut source, &mut target] {
+            side.throttle = Some(Arc::new(Throttle::new(ThrottleLimits {
+                bytes_per_sec: Some(rate),
+                records_per_sec: None,
+            })));
+        }
+    }
 
     let source_topics = partition_counts(&source.connection, "source", CONNECT_TIMEOUT)?;
     let target_topics = partition_counts(&target.connection, "target", CONNECT_TIMEOUT)?;
@@ -193,26 +186,25 @@ fn plan_mapped_jobs(
     }
     // Every transaction below the snapshot must end before the mapping is
     // read (see the module comment).
-    for ((topic, partition), marks) in &target_marks {
-        if marks.high > marks.low {
-            let mut tail = RangeReader::open(
-                target,
-                topic,
-                *partition,
-                marks.high - 1,
-                marks.high,
-                true,
-                Arc::default(),
-            )?;
-            while tail.next().transpose()?.is_some() {}
+    let ends: Vec<(String, i32, i64)> = target_marks
+        .iter()
+        .filter(|(_, marks)| marks.high > marks.low)
+        .map(|((topic, partition), marks)| (topic.clone(), *partition, marks.high))
+        .collect();
+    target.wait_until_settled(&ends)?;
+    // Mapped mode copies to the same topic and partition number.
+    let snapshot: TargetEnds = target_marks
+        .iter()
+        .map(|(key, marks)| (key.clone(), marks.high))
+        .collect();
+    let topics = InternalTopics::for_alias(alias);
+    let (maps, later, history_truncated) =
+        read_mappings_as_of(target, &topics.progress, &snapshot)?;
+    for (key, cut) in later {
+        if let Some(marks) = target_marks.get_mut(&key) {
+            marks.high = marks.high.min(cut).max(marks.low);
         }
     }
-    let topics = InternalTopics::for_alias(alias);
-    let wanted = jobs
-        .iter()
-        .map(|j| (j.report.topic.clone(), j.report.partition))
-        .collect();
-    let (maps, history_truncated) = read_mappings(target, &topics.progress, &wanted)?;
 
     for job in jobs.iter_mut().filter(|j| j.report.unverifiable.is_empty()) {
         let r = &mut job.report;
