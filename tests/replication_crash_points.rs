@@ -1,9 +1,9 @@
 //! Exactly-once through a crash at each step of the transaction protocol.
 //!
-//! A random SIGKILL (tests/replication_crash.rs) reaches "copies flushed, not
-//! committed" or "committed, not cached" only by chance. Here eosmirror,
-//! built with the `failpoints` feature (tests/run builds it so), dies with
-//! SIGABRT the N-th time it reaches one named crash point
+//! A random SIGKILL (tests/replication_crash/sigkill.rs) reaches "copies
+//! flushed, not committed" or "committed, not cached" only by chance. Here
+//! eosmirror, built with the `failpoints` feature (tests/run builds it so),
+//! dies with SIGABRT the N-th time it reaches one named crash point
 //! (src/failpoints.rs); N > 1, so some batches are committed before it.
 //! The restart, without crash points, must end in an exact copy and
 //! exact offset translations. The one step that happens inside librdkafka,

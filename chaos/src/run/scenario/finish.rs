@@ -1,0 +1,98 @@
+//! A scenario's end: the workload stops, the copy catches up, eosmirror
+//! stops, and the judge's verdict, the deviations and the expected outcomes
+//! make the report.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use super::kinds::FaultKind;
+use super::state::{Run, CATCH_UP_LIMIT};
+use crate::run::report::{GroupCheck, Percentiles, ScenarioReport, Status};
+use crate::run::workload::lock;
+
+impl<'a> Run<'a> {
+    /// Stops the workload, waits for the copy, stops eosmirror, judges.
+    pub(super) fn finish(mut self, started: Instant) -> ScenarioReport {
+        let ledger = match self.workload.take() {
+            Some(workload) => workload.finish(),
+            None => self.finished.take().expect("a finished workload's ledger"),
+        };
+        let snapshot = lock(&ledger).committed_pseq.clone();
+        let t = Instant::now();
+        if self.recovery(t, &snapshot, false, CATCH_UP_LIMIT).is_some() {
+            self.say(&format!(
+                "caught up {:.1}s after the workload stopped",
+                t.elapsed().as_secs_f64()
+            ));
+        }
+        self.watch();
+        if let Some(m) = self.mirror.as_mut() {
+            match m.stop(Duration::from_secs(90)) {
+                Some(0) => {}
+                other => self.deviations.push(format!(
+                    "eosmirror did not stop cleanly on SIGTERM ({other:?}); last lines:\n{}",
+                    m.tail(15)
+                )),
+            }
+        }
+        if let Err(e) = self.tail.reach_end(Duration::from_secs(120)) {
+            self.deviations.push(format!("{e:#}"));
+        }
+        self.tail.stop();
+        let ledger = lock(&ledger).clone();
+        let verdict = self.tail.with_judge(|j| j.verdict(&ledger));
+        let group = self.check_group();
+        for p in [self.source_proxy.take(), self.target_proxy.take()]
+            .into_iter()
+            .flatten()
+        {
+            p.shutdown(self.rt);
+        }
+        let mut fault_counts = BTreeMap::new();
+        for f in &self.faults {
+            for k in &f.kinds {
+                *fault_counts.entry(k.clone()).or_insert(0) += 1;
+            }
+        }
+        let recoveries: Vec<u64> = self.faults.iter().filter_map(|f| f.recovery_ms).collect();
+        if verdict.total.unreplicated > 0 {
+            self.deviations.push(format!(
+                "{} committed records never reached the target (the copy did not catch up)",
+                verdict.total.unreplicated
+            ));
+        }
+        let failed = verdict.total.anomalies() > 0
+            || !self.deviations.is_empty()
+            || matches!(group, GroupCheck::Failed(_))
+            || (self
+                .sc
+                .kinds
+                .iter()
+                .any(|k| *k == FaultKind::SourceGap || k.is_scripted())
+                && self.outcomes.is_empty())
+            || (self.sc.name == "zombie" && !self.outcomes.iter().any(|o| o.contains("zombie")));
+        ScenarioReport {
+            name: self.sc.name.into(),
+            about: self.sc.about.into(),
+            expected: self.sc.expected.into(),
+            seed: self.seed,
+            status: if failed {
+                Status::Failed
+            } else {
+                Status::Passed
+            },
+            skip_reason: None,
+            topic: self.topic.clone(),
+            dir: self.dir.display().to_string(),
+            duration_secs: started.elapsed().as_secs_f64(),
+            faults: self.faults.clone(),
+            fault_counts,
+            written: ledger.written,
+            verdict,
+            recovery: Percentiles::of(&recoveries),
+            outcomes: self.outcomes.clone(),
+            deviations: self.deviations.clone(),
+            group,
+        }
+    }
+}
