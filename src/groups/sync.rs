@@ -14,7 +14,6 @@ use std::time::{Duration, Instant};
 
 use eosmirror_state::{SourcePartition, StateStore, Translation as Cached};
 use rdkafka::producer::{BaseRecord, DefaultProducerContext, Producer, ThreadedProducer};
-use regex::Regex;
 
 use super::admin::GroupAdmin;
 use super::apply::plan;
@@ -23,6 +22,7 @@ use super::TopicPartition;
 use crate::clusters::{Cluster, CONNECT_TIMEOUT};
 use crate::error_chain::one_line;
 use crate::failpoints::{self, crash_point};
+use crate::pattern::NamePattern;
 use crate::read::{first_committed, Side};
 use crate::replication::layout::{Lane, Layout};
 use crate::replication::membership::LaneOwnership;
@@ -33,7 +33,7 @@ use crate::translate::{replicated_partitions, translate_offsets};
 /// Everything a sync round needs.
 pub struct GroupSync {
     /// Groups to sync (whole name).
-    pub groups: Regex,
+    pub groups: NamePattern,
     pub interval: Duration,
     /// The topics `run` replicates.
     pub topics: TopicFilter,
@@ -102,7 +102,7 @@ impl GroupSync {
             .groups()
             .list_groups()?
             .into_iter()
-            .filter(|g| self.groups.is_match(g))
+            .filter(|g| self.groups.matches(g))
             .collect();
         // Every group's requests are in flight at once on one admin client
         // per cluster: a round costs a few round trips, not a few per group.
