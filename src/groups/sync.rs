@@ -12,12 +12,13 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use eosmirror_state::{SourcePartition, StateStore, Translation as Cached};
+use eosmirror_state::{OffsetLookup, SourcePartition, StateStore};
 use rdkafka::producer::{BaseRecord, DefaultProducerContext, Producer, ThreadedProducer};
 
 use super::admin::GroupAdmin;
 use super::apply::plan;
 use super::record::{GroupOffsetsRecord, GroupsTopicRecord, SourceEndsRecord};
+use super::translation::TranslatedOffset;
 use super::TopicPartition;
 use crate::clusters::{Cluster, CONNECT_TIMEOUT};
 use crate::error_chain::one_line;
@@ -242,18 +243,19 @@ impl GroupSync {
             // One snapshot of the cache: a tail taken after a commit the
             // lookup did not see would skip that commit's records.
             match self.state.translate(&key, offset)? {
-                Some(Cached::Exact(target)) => {
-                    translated.insert((topic.clone(), *partition), target);
-                }
                 // The cache's last position is the partition's only while
                 // this instance copies it; another instance's lane moves on
                 // without this cache (a tail from before a lane moved
                 // would translate short for good).
-                Some(Cached::Tail(tail)) if self.lanes.is_owned(self.layout.lane_of(&key)) => {
-                    translated.insert((topic.clone(), *partition), tail.next_target_offset);
-                    rereads += tail.rereads(offset);
+                Some(OffsetLookup::Tail(_)) if !self.lanes.is_owned(self.layout.lane_of(&key)) => {
+                    unknown.insert((topic.clone(), *partition), offset);
                 }
-                Some(Cached::Tail(_)) | None => {
+                Some(lookup) => {
+                    let t = TranslatedOffset::from_lookup(offset, lookup);
+                    translated.insert((topic.clone(), *partition), t.target_offset);
+                    rereads += t.rereads;
+                }
+                None => {
                     unknown.insert((topic.clone(), *partition), offset);
                 }
             }
