@@ -20,7 +20,6 @@ use std::fmt::Write as _;
 use std::time::{Duration, Instant};
 
 use anyhow::bail;
-use regex::Regex;
 use serde::Serialize;
 
 use crate::cli::groups_args::CutoverArgs;
@@ -29,6 +28,7 @@ use crate::clusters::connect_both;
 use crate::groups::apply::apply;
 use crate::groups::TopicPartition;
 use crate::offsets::history::read_positions;
+use crate::pattern::NamePattern;
 use crate::read::{first_committed, first_record, Side};
 use crate::replication::progress::InternalTopics;
 use crate::translate::{replicated_partitions, translate_offsets, GroupTranslation};
@@ -214,8 +214,7 @@ fn open_transactions_problem(state: &[PartitionCatchUp], timeout_ms: u64) -> Opt
 /// Runs `eosmirror cutover`. Blocking.
 pub fn run(args: &CutoverArgs) -> anyhow::Result<CutoverReport> {
     let filter = args.topics.filter()?;
-    let group_pattern = Regex::new(&format!("^(?:{})$", args.groups))
-        .map_err(|e| anyhow::anyhow!("--groups {:?} is not a valid regex: {e}", args.groups))?;
+    let group_pattern = NamePattern::groups("--groups", &args.groups)?;
     let alias = &args.connection.source_alias;
     let (source, target) = connect_both(&args.connection)?;
     let partitions = replicated_partitions(&source, &target, Some(&filter))?;
@@ -312,7 +311,7 @@ pub fn run(args: &CutoverArgs) -> anyhow::Result<CutoverReport> {
             .groups()
             .list_groups()?
             .into_iter()
-            .filter(|g| group_pattern.is_match(g))
+            .filter(|g| group_pattern.matches(g))
             .collect();
         if names.is_empty() {
             problems.push(format!(

@@ -8,7 +8,6 @@ use std::fmt::Write as _;
 use std::time::Duration;
 
 use anyhow::bail;
-use regex::Regex;
 use serde::Serialize;
 
 use crate::cli::groups_args::FailoverArgs;
@@ -17,6 +16,7 @@ use crate::config::ClientRole;
 use crate::groups::apply::apply;
 use crate::groups::record::read_recorded;
 use crate::offsets::history::read_mappings;
+use crate::pattern::NamePattern;
 use crate::replication::progress::InternalTopics;
 use crate::translate::{translate_offsets, GroupTranslation};
 
@@ -73,8 +73,7 @@ impl FailoverReport {
 
 /// Runs `eosmirror failover`. Blocking; never contacts the source.
 pub fn run(args: &FailoverArgs) -> anyhow::Result<FailoverReport> {
-    let pattern = Regex::new(&format!("^(?:{})$", args.groups))
-        .map_err(|e| anyhow::anyhow!("--groups {:?} is not a valid regex: {e}", args.groups))?;
+    let pattern = NamePattern::groups("--groups", &args.groups)?;
     let target = Cluster::connect("target", &args.producer_config, ClientRole::Producer)?;
     let topics = InternalTopics::for_alias(&args.source_alias);
     let side = target.side(16 * 1024, Duration::from_secs(120));
@@ -85,7 +84,7 @@ pub fn run(args: &FailoverArgs) -> anyhow::Result<FailoverReport> {
     let groups: Vec<_> = recorded
         .groups
         .values()
-        .filter(|g| pattern.is_match(&g.group))
+        .filter(|g| pattern.matches(&g.group))
         .collect();
     if groups.is_empty() {
         bail!(

@@ -21,6 +21,7 @@ pub mod groups;
 pub mod health;
 pub mod metrics;
 pub mod offsets;
+pub mod pattern;
 pub mod plan;
 pub mod read;
 pub mod replication;

@@ -13,6 +13,7 @@ use crate::config::ClientRole;
 use crate::connect::cluster_id;
 use crate::groups::sync::GroupSync;
 use crate::health::Health;
+use crate::pattern::NamePattern;
 use crate::replication::lane::WorkerSettings;
 use crate::replication::layout::{Layout, DEFAULT_LANES};
 use crate::replication::limits::BatchLimits;
@@ -82,10 +83,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     let groups_sync = args
         .groups_sync
         .as_deref()
-        .map(|g| {
-            regex::Regex::new(&format!("^(?:{g})$"))
-                .map_err(|e| anyhow::anyhow!("--groups.sync {g:?} is not a valid regex: {e}"))
-        })
+        .map(|g| NamePattern::groups("--groups.sync", g))
         .transpose()?;
     let throttle_limits = args.throttle.limits()?;
     let mut source = load_client_config(&args.connection.consumer_config, ClientRole::Consumer)?;

@@ -12,7 +12,7 @@ use serde::Serialize;
 use crate::cli::groups_args::TranslateArgs;
 use crate::clusters::{connect_both, Cluster, CONNECT_TIMEOUT};
 use crate::groups::apply::{apply, Applied};
-use crate::groups::translation::{translate, Translation, TranslationKind};
+use crate::groups::translation::{translate, TranslatedOffset, TranslationKind};
 use crate::groups::TopicPartition;
 use crate::offsets::history::read_mappings_with_positions;
 use crate::replication::progress::InternalTopics;
@@ -29,7 +29,7 @@ pub struct PartitionTranslation {
     pub partition: i32,
     pub source_offset: i64,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub translation: Option<Translation>,
+    pub translation: Option<TranslatedOffset>,
     /// Why there is no translation.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,

@@ -274,6 +274,23 @@ fn health_stall_limit_shorter_than_a_blocking_call_is_refused() {
     case.assert_nothing_written();
 }
 
+/// A group pattern that is no regex: named with its option before anything
+/// runs, like a bad `--include`.
+#[test]
+fn bad_group_pattern_is_named_with_its_option() {
+    let case = Case::new("cli-bad-groups");
+    let (code, output, _) = case.run(&["--groups.sync", "billing,(audit"], QUICK_LIMIT);
+    assert_failed(
+        code,
+        &output,
+        &[
+            "--groups.sync pattern \"billing,(audit\" is not a valid regex",
+            "use '*' for all groups",
+        ],
+    );
+    case.assert_nothing_written();
+}
+
 /// A closed port as the source's bootstrap address.
 #[test]
 fn unreachable_source_is_named_with_its_address() {

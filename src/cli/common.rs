@@ -5,7 +5,8 @@ use std::path::PathBuf;
 
 use clap::{Args, ValueEnum};
 
-use crate::topics::filter::{FilterError, TopicFilter};
+use crate::pattern::PatternError;
+use crate::topics::filter::TopicFilter;
 
 /// The two clusters and the mirror between them: the same files and alias
 /// for every command, so `run`'s command line carries over.
@@ -62,7 +63,7 @@ pub struct TopicArgs {
 }
 
 impl TopicArgs {
-    pub fn filter(&self) -> Result<TopicFilter, FilterError> {
+    pub fn filter(&self) -> Result<TopicFilter, PatternError> {
         TopicFilter::new(&self.include, self.exclude.as_deref())
     }
 }

@@ -58,7 +58,8 @@ pub struct FailoverArgs {
     #[arg(long, value_enum, default_value = "text")]
     pub format: ReportFormat,
 
-    /// Groups (regex, whole name) whose recorded offsets are applied.
+    /// Groups whose recorded offsets are applied: a Java-style regex matching
+    /// whole names; ',' separates alternatives; '*' means all.
     #[arg(long, value_name = "REGEX")]
     pub groups: String,
 
@@ -80,7 +81,8 @@ pub struct CutoverArgs {
     #[command(flatten)]
     pub topics: TopicArgs,
 
-    /// Consumer groups (regex, whole name) to move to the target.
+    /// Consumer groups to move to the target: a Java-style regex matching
+    /// whole names; ',' separates alternatives; '*' means all.
     #[arg(long, value_name = "REGEX")]
     pub groups: String,
 

@@ -185,9 +185,10 @@ pub struct RunArgs {
     )]
     pub shutdown_timeout_ms: u64,
 
-    /// Consumer groups (regex, whole name) whose source offsets are recorded
-    /// on the target and committed, translated exactly, to the same groups
-    /// on the target wherever those have no active members.
+    /// Consumer groups whose source offsets are recorded on the target and
+    /// committed, translated exactly, to the same groups on the target
+    /// wherever those have no active members: a Java-style regex matching
+    /// whole names; ',' separates alternatives; '*' means all.
     #[arg(
         long = "groups.sync",
         env = "EOSMIRROR_GROUPS_SYNC",

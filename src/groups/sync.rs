@@ -12,17 +12,18 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use eosmirror_state::{SourcePartition, StateStore, Translation as Cached};
+use eosmirror_state::{OffsetLookup, SourcePartition, StateStore};
 use rdkafka::producer::{BaseRecord, DefaultProducerContext, Producer, ThreadedProducer};
-use regex::Regex;
 
 use super::admin::GroupAdmin;
 use super::apply::plan;
 use super::record::{GroupOffsetsRecord, GroupsTopicRecord, SourceEndsRecord};
+use super::translation::TranslatedOffset;
 use super::TopicPartition;
 use crate::clusters::{Cluster, CONNECT_TIMEOUT};
 use crate::error_chain::one_line;
 use crate::failpoints::{self, crash_point};
+use crate::pattern::NamePattern;
 use crate::read::{first_committed, Side};
 use crate::replication::layout::{Lane, Layout};
 use crate::replication::membership::LaneOwnership;
@@ -33,7 +34,7 @@ use crate::translate::{replicated_partitions, translate_offsets};
 /// Everything a sync round needs.
 pub struct GroupSync {
     /// Groups to sync (whole name).
-    pub groups: Regex,
+    pub groups: NamePattern,
     pub interval: Duration,
     /// The topics `run` replicates.
     pub topics: TopicFilter,
@@ -102,7 +103,7 @@ impl GroupSync {
             .groups()
             .list_groups()?
             .into_iter()
-            .filter(|g| self.groups.is_match(g))
+            .filter(|g| self.groups.matches(g))
             .collect();
         // Every group's requests are in flight at once on one admin client
         // per cluster: a round costs a few round trips, not a few per group.
@@ -242,18 +243,19 @@ impl GroupSync {
             // One snapshot of the cache: a tail taken after a commit the
             // lookup did not see would skip that commit's records.
             match self.state.translate(&key, offset)? {
-                Some(Cached::Exact(target)) => {
-                    translated.insert((topic.clone(), *partition), target);
-                }
                 // The cache's last position is the partition's only while
                 // this instance copies it; another instance's lane moves on
                 // without this cache (a tail from before a lane moved
                 // would translate short for good).
-                Some(Cached::Tail(tail)) if self.lanes.is_owned(self.layout.lane_of(&key)) => {
-                    translated.insert((topic.clone(), *partition), tail.next_target_offset);
-                    rereads += tail.rereads(offset);
+                Some(OffsetLookup::Tail(_)) if !self.lanes.is_owned(self.layout.lane_of(&key)) => {
+                    unknown.insert((topic.clone(), *partition), offset);
                 }
-                Some(Cached::Tail(_)) | None => {
+                Some(lookup) => {
+                    let t = TranslatedOffset::from_lookup(offset, lookup);
+                    translated.insert((topic.clone(), *partition), t.target_offset);
+                    rereads += t.rereads;
+                }
+                None => {
                     unknown.insert((topic.clone(), *partition), offset);
                 }
             }

@@ -8,7 +8,7 @@
 //! belongs at the replicated tail: the target offset where the next copy
 //! lands.
 
-use eosmirror_state::{Tail, Translation as Rule};
+use eosmirror_state::{OffsetLookup, Tail};
 use serde::Serialize;
 
 use crate::offsets::mapping::OffsetMap;
@@ -23,9 +23,10 @@ pub enum TranslationKind {
     Tail,
 }
 
-/// One partition's translation.
+/// One partition's translated group offset: what a command reports and
+/// commits for it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-pub struct Translation {
+pub struct TranslatedOffset {
     pub source_offset: i64,
     pub target_offset: i64,
     pub kind: TranslationKind,
@@ -34,6 +35,28 @@ pub struct Translation {
     /// consumer at the tail will read again once they are copied (an upper
     /// bound in offsets; 0 for exact translations).
     pub rereads: i64,
+}
+
+impl TranslatedOffset {
+    /// `source_offset`'s translation from what the mapping's lookup found
+    /// ([`OffsetLookup::rule`]); the one place a tail becomes a target
+    /// offset and a re-read count, whichever reader of the mapping answered.
+    pub fn from_lookup(source_offset: i64, lookup: OffsetLookup) -> TranslatedOffset {
+        match lookup {
+            OffsetLookup::Exact(target_offset) => TranslatedOffset {
+                source_offset,
+                target_offset,
+                kind: TranslationKind::Exact,
+                rereads: 0,
+            },
+            OffsetLookup::Tail(tail) => TranslatedOffset {
+                source_offset,
+                target_offset: tail.next_target_offset,
+                kind: TranslationKind::Tail,
+                rereads: tail.rereads(source_offset),
+            },
+        }
+    }
 }
 
 /// Why an offset cannot be translated.
@@ -52,7 +75,7 @@ pub fn translate(
     map: &OffsetMap,
     history_truncated: bool,
     source_offset: i64,
-) -> Result<Translation, Untranslatable> {
+) -> Result<TranslatedOffset, Untranslatable> {
     let (Some(position), Some(tail)) = (map.replicated_position, map.replicated_target_end) else {
         return Err(Untranslatable::NothingReplicated);
     };
@@ -72,20 +95,10 @@ pub fn translate(
     let next_copy = map
         .first_at_or_after(source_offset)
         .map(|(_, target)| target);
-    Ok(match Rule::rule(next_copy, tail) {
-        Rule::Exact(target_offset) => Translation {
-            source_offset,
-            target_offset,
-            kind: TranslationKind::Exact,
-            rereads: 0,
-        },
-        Rule::Tail(tail) => Translation {
-            source_offset,
-            target_offset: tail.next_target_offset,
-            kind: TranslationKind::Tail,
-            rereads: tail.rereads(source_offset),
-        },
-    })
+    Ok(TranslatedOffset::from_lookup(
+        source_offset,
+        OffsetLookup::rule(next_copy, tail),
+    ))
 }
 
 #[cfg(test)]

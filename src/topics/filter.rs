@@ -1,42 +1,34 @@
 //! Which source topics are replicated: MirrorMaker's `--include` /
 //! `--exclude` semantics.
 //!
-//! MirrorMaker takes a Java regex that must match the whole topic name;
-//! `,` separates alternatives (`A,B` means `A|B`), and `*` alone means all
-//! topics. Internal topics (`__consumer_offsets`, `__transaction_state`,
+//! The patterns are MirrorMaker's (`crate::pattern`: a Java regex over
+//! whole names, `,` between alternatives, `*` alone for all topics).
+//! Internal topics (`__consumer_offsets`, `__transaction_state`,
 //! eosmirror's own `__eosmirror.*`) are never replicated, whatever matches.
 
-use regex::Regex;
+use crate::pattern::{NamePattern, PatternError};
 
 /// A compiled include/exclude pair.
 #[derive(Debug, Clone)]
 pub struct TopicFilter {
-    include: Regex,
-    exclude: Option<Regex>,
-}
-
-/// A pattern that is not a valid regex (or uses Java regex features the
-/// Rust engine lacks, such as look-around or back-references).
-#[derive(Debug, thiserror::Error)]
-#[error("{option} pattern {pattern:?} is not a valid regex: {reason}. eosmirror accepts Java-style regexes without look-around or back-references; separate alternatives with ',' or '|', use '*' for all topics")]
-pub struct FilterError {
-    option: &'static str,
-    pattern: String,
-    reason: String,
+    include: NamePattern,
+    exclude: Option<NamePattern>,
 }
 
 impl TopicFilter {
-    pub fn new(include: &str, exclude: Option<&str>) -> Result<TopicFilter, FilterError> {
+    pub fn new(include: &str, exclude: Option<&str>) -> Result<TopicFilter, PatternError> {
         Ok(TopicFilter {
-            include: compile("--include", include)?,
-            exclude: exclude.map(|e| compile("--exclude", e)).transpose()?,
+            include: NamePattern::topics("--include", include)?,
+            exclude: exclude
+                .map(|e| NamePattern::topics("--exclude", e))
+                .transpose()?,
         })
     }
 
     /// Topics matching one pattern of `option` (same syntax as `--include`).
-    pub fn pattern(option: &'static str, pattern: &str) -> Result<TopicFilter, FilterError> {
+    pub fn pattern(option: &'static str, pattern: &str) -> Result<TopicFilter, PatternError> {
         Ok(TopicFilter {
-            include: compile(option, pattern)?,
+            include: NamePattern::topics(option, pattern)?,
             exclude: None,
         })
     }
@@ -44,38 +36,9 @@ impl TopicFilter {
     /// Whether `topic` is replicated.
     pub fn matches(&self, topic: &str) -> bool {
         !topic.starts_with("__")
-            && self.include.is_match(topic)
-            && !self.exclude.as_ref().is_some_and(|e| e.is_match(topic))
+            && self.include.matches(topic)
+            && !self.exclude.as_ref().is_some_and(|e| e.matches(topic))
     }
-}
-
-/// Normalises a MirrorMaker pattern the way MirrorMaker does (trim, drop
-/// spaces and surrounding quotes, `,` → `|`, lone `*` → everything) and
-/// anchors it, because Java's `matches()` is a whole-string match.
-fn compile(option: &'static str, pattern: &str) -> Result<Regex, FilterError> {
-    let normalised: String = pattern
-        .trim()
-        .trim_matches(|c| c == '"' || c == '\'')
-        .chars()
-        .filter(|c| *c != ' ')
-        .map(|c| if c == ',' { '|' } else { c })
-        .collect();
-    let body = if normalised == "*" {
-        ".*".to_string()
-    } else {
-        normalised
-    };
-    Regex::new(&format!("^(?:{body})$")).map_err(|e| FilterError {
-        option,
-        pattern: pattern.to_string(),
-        reason: e
-            .to_string()
-            .lines()
-            .last()
-            .unwrap_or_default()
-            .trim()
-            .to_string(),
-    })
 }
 
 #[cfg(test)]

@@ -36,4 +36,4 @@ pub use error::StateError;
 pub use header::ClusterIdentity;
 pub use key::SourcePartition;
 pub use store::{OpenOutcome, StateStore};
-pub use translation::{OffsetRun, Tail, Translation};
+pub use translation::{OffsetLookup, OffsetRun, Tail};

@@ -27,7 +27,7 @@ use crate::codec;
 use crate::header::Header;
 use crate::translation::debug_assert_runs_fit;
 use crate::{
-    Checkpoint, ClusterIdentity, OffsetRun, SourcePartition, StateError, Tail, Translation,
+    Checkpoint, ClusterIdentity, OffsetLookup, OffsetRun, SourcePartition, StateError, Tail,
 };
 
 /// Name of the sled tree holding one [`Checkpoint`] per source partition.
@@ -323,7 +323,7 @@ impl StateStore {
     }
 
     /// Translates `source_offset` of `partition` into the target offset a
-    /// consumer should resume from (see [`Translation::rule`]); `None` when
+    /// consumer should resume from (see [`OffsetLookup::rule`]); `None` when
     /// the offset lies before the first run the cache knows (or the cache
     /// knows none for the partition): the progress topic has to answer.
     ///
@@ -333,7 +333,7 @@ impl StateStore {
         &self,
         partition: &SourcePartition,
         source_offset: i64,
-    ) -> Result<Option<Translation>, StateError> {
+    ) -> Result<Option<OffsetLookup>, StateError> {
         self.translate_between(partition, source_offset, || {})
     }
 
@@ -352,7 +352,7 @@ impl StateStore {
         partition: &SourcePartition,
         source_offset: i64,
         mut between: impl FnMut(),
-    ) -> Result<Option<Translation>, StateError> {
+    ) -> Result<Option<OffsetLookup>, StateError> {
         for _ in 0..SNAPSHOT_ATTEMPTS {
             let before = self.checkpoint(partition)?;
             between();
@@ -368,7 +368,7 @@ impl StateStore {
                 next_source_offset: checkpoint.next_source_offset,
                 next_target_offset: checkpoint.next_target_offset,
             };
-            return Ok(Some(Translation::rule(next_copy, tail)));
+            return Ok(Some(OffsetLookup::rule(next_copy, tail)));
         }
         Ok(None)
     }

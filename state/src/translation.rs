@@ -60,10 +60,13 @@ impl Tail {
     }
 }
 
-/// Answer to "where in the target is source offset N?", e.g. to translate a
-/// consumer group's committed offset for failover.
+/// What looking up one source offset in the mapping finds: "where in the
+/// target is source offset N?". The raw answer of whichever reader of the
+/// mapping was asked (this cache, the progress topic); the group module
+/// turns it into a partition's translation (`groups::translation` in the
+/// eosmirror crate: target offset, exactness, re-reads).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Translation {
+pub enum OffsetLookup {
     /// Target offset of the first replicated record whose source offset is
     /// `>=` the one asked about (exact if that offset itself was copied; the
     /// next copied record's if it fell into a gap).
@@ -73,7 +76,7 @@ pub enum Translation {
     Tail(Tail),
 }
 
-impl Translation {
+impl OffsetLookup {
     /// The translation rule, written once for every reader of the mapping
     /// (this cache and the progress topic). A committed group offset `o`
     /// means "read next the first committed record at offset >= o", so it
@@ -82,10 +85,10 @@ impl Translation {
     /// copy exists yet, to the replicated tail. Both inputs must come from
     /// one consistent view of the mapping: a tail read after a commit that
     /// `next_copy` did not see would skip that commit's records.
-    pub fn rule(next_copy: Option<i64>, tail: Tail) -> Translation {
+    pub fn rule(next_copy: Option<i64>, tail: Tail) -> OffsetLookup {
         match next_copy {
-            Some(target) => Translation::Exact(target),
-            None => Translation::Tail(tail),
+            Some(target) => OffsetLookup::Exact(target),
+            None => OffsetLookup::Tail(tail),
         }
     }
 }

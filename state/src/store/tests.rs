@@ -110,7 +110,7 @@ fn create_then_reopen_roundtrip() {
     assert_eq!(store.checkpoint(&orders).unwrap(), Some(checkpoint(10, 12)));
     assert_eq!(
         store.translate(&orders, 7).unwrap(),
-        Some(Translation::Exact(5))
+        Some(OffsetLookup::Exact(5))
     );
 }
 
@@ -387,7 +387,7 @@ fn backwards_checkpoint_is_rejected_and_nothing_written() {
     );
     assert_eq!(
         store.translate(&orders, 150).unwrap(),
-        Some(Translation::Tail(tail(100, 120)))
+        Some(OffsetLookup::Tail(tail(100, 120)))
     );
 
     // Standing still is allowed (an idle partition re-emitting its position).
@@ -447,7 +447,7 @@ fn translate_exact_hits() {
     for (source, target) in [(10, 100), (12, 102), (14, 104), (20, 106), (22, 108)] {
         assert_eq!(
             store.translate(&orders, source).unwrap(),
-            Some(Translation::Exact(target)),
+            Some(OffsetLookup::Exact(target)),
             "source offset {source}"
         );
     }
@@ -459,7 +459,7 @@ fn translate_gap_resolves_to_next_run_start() {
     for source in 15..20 {
         assert_eq!(
             store.translate(&orders, source).unwrap(),
-            Some(Translation::Exact(106)),
+            Some(OffsetLookup::Exact(106)),
             "source offset {source}"
         );
     }
@@ -471,7 +471,7 @@ fn translate_after_last_run_is_tail() {
     for source in [23, 24, 25, 1_000, i64::MAX] {
         assert_eq!(
             store.translate(&orders, source).unwrap(),
-            Some(Translation::Tail(tail(25, 110)))
+            Some(OffsetLookup::Tail(tail(25, 110)))
         );
     }
 }
@@ -518,12 +518,12 @@ fn partitions_and_prefix_topics_do_not_bleed() {
         );
         assert_eq!(
             store.translate(partition, start + 2).unwrap(),
-            Some(Translation::Exact(base + 2)),
+            Some(OffsetLookup::Exact(base + 2)),
             "{partition}"
         );
         assert_eq!(
             store.translate(partition, start + 5).unwrap(),
-            Some(Translation::Tail(tail(start + 5, base + 6)))
+            Some(OffsetLookup::Tail(tail(start + 5, base + 6)))
         );
         assert_eq!(store.translate(partition, start - 1).unwrap(), None);
     }
@@ -556,7 +556,7 @@ fn reset_partition_removes_only_that_partition() {
         assert_eq!(store.checkpoint(partition).unwrap(), Some(checkpoint(5, 6)));
         assert_eq!(
             store.translate(partition, 4).unwrap(),
-            Some(Translation::Exact(3))
+            Some(OffsetLookup::Exact(3))
         );
     }
 
@@ -567,7 +567,7 @@ fn reset_partition_removes_only_that_partition() {
         .unwrap();
     assert_eq!(
         store.translate(&parts[0], 2).unwrap(),
-        Some(Translation::Exact(2))
+        Some(OffsetLookup::Exact(2))
     );
     assert_eq!(store.translate(&parts[0], 0).unwrap(), None);
 }
@@ -599,7 +599,7 @@ fn translation_is_one_snapshot_while_commits_land() {
             .unwrap();
         assert_eq!(
             translation,
-            Some(Translation::Exact(11)),
+            Some(OffsetLookup::Exact(11)),
             "commit between read {commit_at} and {}",
             commit_at + 1
         );
