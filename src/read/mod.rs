@@ -85,8 +85,8 @@ pub fn is_deleted(error: &KafkaError) -> bool {
 }
 
 /// How long an offset query that fails with a [transient](is_transient)
-/// error is asked again: longer than the broker stalls seen on loaded
-/// machines (up to 9 s).
+/// error is asked again: longer than the broker stalls seen on this
+/// project's loaded test machines (up to 14 s).
 const QUERY_RETRY_LIMIT: Duration = Duration::from_secs(15);
 
 /// Whether a query's error is one a working cluster recovers from by
