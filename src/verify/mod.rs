@@ -13,6 +13,9 @@
 //! has therefore committed (or aborted) before the mapping is read, and its
 //! progress record — written in the same transaction — is in the mapping.
 //! So no record of a running mirror is ever mistaken for an unexpected one.
+//! The mapping is taken as of the snapshot (`read_mappings_as_of`): commits
+//! made after it are left out, or their copies, past the snapshot's end,
+//! would be reported missing.
 
 pub mod judge;
 pub mod lookups;
