@@ -1,6 +1,7 @@
 //! Crash points: named places in the transaction protocol where a test can
 //! make the process die at once, as SIGKILL would, instead of hoping a
-//! random SIGKILL lands there.
+//! random SIGKILL lands there; and fault points, where a test makes a
+//! client misbehave as a real one was once seen to.
 //!
 //! Compiled in only with the `failpoints` cargo feature (`tests/run` builds
 //! the tested binary with it); without it [`crash_point!`] expands to
@@ -59,6 +60,14 @@ pub const LANE_AFTER_INIT: &str = "lane::after-init";
 /// before the commit. This round's source ends are not recorded yet.
 pub const GROUPS_AFTER_TARGET_COMMIT: &str = "groups::after-target-commit";
 
+/// Not a crash but a fault: the fleet's consumer leaves the group and
+/// stays out, the state a librdkafka consumer was once seen stuck in after a
+/// session timeout under long target stalls (it never rejoined, and the
+/// instance copied nothing for minutes). Checked once per membership check
+/// while the instance owns a lane; the membership's watchdog has to notice
+/// and rejoin with a new consumer.
+pub const FLEET_DROP_OUT: &str = "fleet::drop-out";
+
 /// Dies here (SIGABRT) if the `FAILPOINTS` environment variable arms the
 /// point named `$name` with `return` for this hit. Without the `failpoints`
 /// feature it only type-checks the name, so every build checks every point.
@@ -71,6 +80,15 @@ macro_rules! crash_point {
     };
 }
 pub(crate) use crash_point;
+
+/// Whether fault point `name` is armed with `return` for this hit (never,
+/// without the `failpoints` feature).
+pub(crate) fn fault_armed(name: &str) -> bool {
+    #[cfg(feature = "failpoints")]
+    fail::fail_point!(name, |_| true);
+    let _ = name;
+    false
+}
 
 /// Aborts the process if point `name` is armed for this hit.
 #[cfg(feature = "failpoints")]

@@ -11,7 +11,9 @@
 //! - **ready**: everything this instance owns is being copied: topics were
 //!   discovered, every lane's session is copying (not restarting) and turned
 //!   its loop within the ready window (not waiting on an unreachable target
-//!   inside a batch), and no partition is stopped by an error.
+//!   inside a batch), no partition is stopped by an error, and the
+//!   instance is a member of the fleet's group (outside it, it owns nothing
+//!   and copies nothing).
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -44,6 +46,9 @@ struct State {
     /// The supervisor listed the source topics at least once.
     discovered: bool,
     lanes: BTreeMap<Lane, LaneState>,
+    /// Since when the fleet's group has not counted this instance as a
+    /// member (`None`: a member, or not joined yet).
+    outside_fleet_since: Option<Instant>,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -115,6 +120,12 @@ impl Health {
         }
     }
 
+    /// Whether the fleet's group counts this instance as a member now, and
+    /// since when it has not.
+    pub fn outside_fleet(&self, since: Option<Instant>) {
+        self.state().outside_fleet_since = since;
+    }
+
     /// The lane's session started (`true`) or stopped (`false`) copying.
     pub fn copying(&self, lane: Lane, copying: bool) {
         if let Some(l) = self.state().lanes.get_mut(&lane) {
@@ -140,8 +151,8 @@ impl Health {
         Verdict::from(text, "live")
     }
 
-    /// `/readyz`: live, topics discovered, every lane copying, no partition
-    /// stopped by an error.
+    /// `/readyz`: live, topics discovered, a member of the fleet, every lane
+    /// copying, no partition stopped by an error.
     pub fn readiness(&self, now: Instant) -> Verdict {
         let live = self.liveness(now);
         let mut text = if live.healthy {
@@ -153,6 +164,13 @@ impl Health {
             let state = self.state();
             if !state.discovered {
                 text.push_str("the source topics were not listed yet\n");
+            }
+            if let Some(since) = state.outside_fleet_since {
+                let _ = writeln!(
+                    text,
+                    "this instance has not been a member of the fleet's group for {} s (it owns no lane until the group takes it in; the log says why)",
+                    now.saturating_duration_since(since).as_secs()
+                );
             }
             for (lane, l) in &state.lanes {
                 let busy = now.saturating_duration_since(l.last_progress);
@@ -297,5 +315,26 @@ mod tests {
         );
         health.lane_ended(a);
         assert!(health.readiness(Instant::now()).healthy);
+    }
+
+    #[test]
+    fn not_ready_outside_the_fleets_group_but_live() {
+        let health = Health::new(Duration::from_secs(60), Duration::from_secs(10));
+        health.discovered();
+        let since = Instant::now();
+        health.outside_fleet(Some(since));
+        let later = since + Duration::from_secs(600);
+        assert!(health.liveness(later).healthy);
+        let ready = health.readiness(later);
+        assert!(
+            !ready.healthy
+                && ready
+                    .text
+                    .contains("not been a member of the fleet's group for 600 s"),
+            "{}",
+            ready.text
+        );
+        health.outside_fleet(None);
+        assert!(health.readiness(later).healthy);
     }
 }

@@ -122,6 +122,20 @@ pub fn lane_owned(lane: Lane, owned: bool) {
     }
 }
 
+/// Whether the fleet's group counts this instance as a member (1) or not
+/// (0). Outside the group an instance owns no lane and copies nothing.
+pub fn fleet_member(member: bool) {
+    gauge!("eosmirror_fleet_member").set(if member { 1.0 } else { 0.0 });
+    // Exists from the first check on (see `lane_owned`).
+    counter!("eosmirror_fleet_rejoins_total").increment(0);
+}
+
+/// The membership gave up waiting for librdkafka to rejoin the fleet's
+/// group by itself and rejoined with a new consumer.
+pub fn fleet_rejoined() {
+    counter!("eosmirror_fleet_rejoins_total").increment(1);
+}
+
 /// The largest [`lag`] among the partitions of a lane's session, at its
 /// last lag report; 0 once the lane ended. Lag is per partition and carries
 /// no lane: this is what tells which lane has records waiting.

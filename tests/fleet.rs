@@ -11,10 +11,12 @@ mod support;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
+use eosmirror::failpoints;
 use support::mirror::{assert_exact_copy, tail, wait_for_copy, Mirror, MirrorSetup};
 use support::workload::Workload;
 use support::{
-    bed, copy_offset, free_local_address, metric_value, scrape_metrics, unique_name, Isolation,
+    bed, copy_offset, free_local_address, http_get, metric_value, scrape_metrics, unique_name,
+    Isolation,
 };
 
 const LANES: u32 = 4;
@@ -39,29 +41,41 @@ struct Instance {
 /// Starts an instance of the deployment `alias` with its own state dir,
 /// syncing the consumer group `group`.
 fn start(name: &'static str, topic: &str, alias: &str, prefix: &str, group: &str) -> Instance {
+    start_with(name, topic, alias, prefix, group, &[], &[])
+}
+
+/// [`start`] with more arguments and environment variables.
+fn start_with(
+    name: &'static str,
+    topic: &str,
+    alias: &str,
+    prefix: &str,
+    group: &str,
+    extra: &[&str],
+    env: &[(&str, &str)],
+) -> Instance {
     let bed = bed();
     let setup = MirrorSetup::new(&bed.source.bootstrap, &bed.target.bootstrap);
     let metrics = free_local_address();
     let lanes = LANES.to_string();
-    let mirror = setup.start(
-        topic,
-        &[
-            "--source.alias",
-            alias,
-            "--transactional.id.prefix",
-            prefix,
-            "--lanes",
-            &lanes,
-            "--transaction.timeout.ms",
-            "10000",
-            "--metrics.address",
-            &metrics,
-            "--groups.sync",
-            group,
-            "--groups.sync.interval.secs",
-            "1",
-        ],
-    );
+    let mut args = vec![
+        "--source.alias",
+        alias,
+        "--transactional.id.prefix",
+        prefix,
+        "--lanes",
+        &lanes,
+        "--transaction.timeout.ms",
+        "10000",
+        "--metrics.address",
+        &metrics,
+        "--groups.sync",
+        group,
+        "--groups.sync.interval.secs",
+        "1",
+    ];
+    args.extend_from_slice(extra);
+    let mirror = setup.start_env(topic, &args, env);
     Instance {
         name,
         _setup: setup,
@@ -304,6 +318,102 @@ fn a_fleet_shares_lanes_through_kill_freeze_scale_out_and_scale_in() {
             "{} fenced by the thawed zombie {} time(s)",
             i.name,
             fenced.len()
+        );
+    }
+    assert_exact_copy(&bed.source, &bed.target, &topic);
+}
+
+/// An instance the fleet's group left out and librdkafka did not bring back
+/// (the fault point makes its consumer leave and stay out, as one was seen
+/// to after a session timeout under long target stalls), under load: its
+/// `/readyz` says it is outside, after three session timeouts it rejoins
+/// with a new consumer, the two instances share the lanes again, and the
+/// target ends an exact copy.
+#[test]
+#[cfg_attr(
+    not(feature = "failpoints"),
+    ignore = "needs the fault points: cargo test --features eosmirror/failpoints"
+)]
+fn an_instance_left_outside_the_group_rejoins_and_shares_again() {
+    let bed = bed();
+    let partitions = 4;
+    let topic = bed.source.create_topic("fleet-rejoin", partitions);
+    let alias = unique_name("fleet-rejoin");
+    let prefix = unique_name("fleet-rejoin-txn");
+    let group = unique_name("fleet-rejoin-group");
+    let workload = Workload::start(&bed.source, &topic, partitions);
+    let session = ["--fleet.session.timeout.ms", "4000"];
+    let drop_out = format!("{}=1*return->off", failpoints::FLEET_DROP_OUT);
+    let mut a = start_with(
+        "a",
+        &topic,
+        &alias,
+        &prefix,
+        &group,
+        &session,
+        &[("FAILPOINTS", &drop_out)],
+    );
+    let mut b = start_with("b", &topic, &alias, &prefix, &group, &session, &[]);
+
+    a.mirror.wait_for_output(
+        0,
+        &[&format!("fault point {}", failpoints::FLEET_DROP_OUT)],
+        PATIENCE,
+    );
+    let outside = a.mirror.output().len();
+    let why = a.mirror.wait_until(
+        Duration::from_secs(5),
+        Duration::from_millis(200),
+        || {
+            let (code, why) = http_get(&a.metrics, "/readyz");
+            (code == 503 && why.contains("not been a member of the fleet's group")).then_some(why)
+        },
+        |output| {
+            format!(
+                "/readyz never said the instance is outside the group: {:?}\n{}",
+                http_get(&a.metrics, "/readyz"),
+                tail(output, 30)
+            )
+        },
+    );
+    eprintln!("a is outside the group; its /readyz: {}", why.trim_end());
+    a.mirror.wait_for_output(
+        outside,
+        &["rejoining with a new consumer", ASSIGNED],
+        Duration::from_secs(60),
+    );
+    let shared = wait_for_even_ownership(&mut [&mut a, &mut b]);
+    eprintln!("after a rejoined: {shared:?}");
+    let text = scrape_metrics(&a.metrics);
+    assert_eq!(
+        metric_value(&text, "eosmirror_fleet_rejoins_total", &[]),
+        Some(1.0),
+        "a rejoins once"
+    );
+    assert_eq!(
+        metric_value(&text, "eosmirror_fleet_member", &[]),
+        Some(1.0)
+    );
+    assert_eq!(
+        metric_value(
+            &scrape_metrics(&b.metrics),
+            "eosmirror_fleet_rejoins_total",
+            &[]
+        ),
+        Some(0.0),
+        "b never left the group"
+    );
+
+    let sent = workload.finish();
+    eprintln!("workload wrote {sent} records");
+    wait_for_copy(&bed.source, &bed.target, &topic, PATIENCE, &mut a.mirror);
+    for i in [&mut a, &mut b] {
+        assert_eq!(
+            i.mirror.stop(Duration::from_secs(60)),
+            0,
+            "{} did not stop cleanly:\n{}",
+            i.name,
+            tail(&i.mirror.output(), 40)
         );
     }
     assert_exact_copy(&bed.source, &bed.target, &topic);

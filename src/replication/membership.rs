@@ -31,10 +31,23 @@
 //!    commit accepted by the coordinator for the current generation. A lane
 //!    that moved stops touching it; a lane whose own transaction timed out
 //!    re-initialises. Two instances never fence each other back and forth.
+//!
+//! # Staying in the group
+//!
+//! librdkafka rejoins by itself after its session times out; under long
+//! target stalls one consumer was seen never to (issue reports of such
+//! stuck consumers exist for several librdkafka versions), leaving an
+//! instance that owned nothing and copied nothing for minutes. So the
+//! membership checks once a second that the group counts it as a member
+//! (librdkafka holds a member id), and after [`REJOIN_AFTER_SESSIONS`]
+//! session timeouts outside it stops every lane it still owned, closes the
+//! consumer and joins again with a new one. The new member's lanes come
+//! through the coordinator like any others, so invariants 1–3 hold as for
+//! a new instance. Meanwhile `/readyz` says the instance is outside.
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, RwLock, RwLockReadGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -47,6 +60,8 @@ use rdkafka::types::RDKafkaErrorCode;
 use rdkafka::{ClientContext, Offset, TopicPartitionList};
 
 use super::layout::Lane;
+use crate::failpoints::{self, fault_armed};
+use crate::health::Health;
 use crate::metrics as m;
 
 /// How long the membership thread's poll blocks; bounds how late a
@@ -55,6 +70,15 @@ const POLL_WAIT: Duration = Duration::from_millis(200);
 
 /// Pause between attempts to confirm ownership while the group rebalances.
 const CONFIRM_RETRY: Duration = Duration::from_millis(500);
+
+/// How often the membership checks that the group counts it as a member.
+const MEMBER_CHECK: Duration = Duration::from_secs(1);
+
+/// How many session timeouts outside the group the membership waits for
+/// librdkafka to rejoin by itself before it rejoins with a new consumer:
+/// a rejoin normally takes one round trip to the coordinator, and a
+/// coordinator that is away longer is not brought back by a new consumer.
+const REJOIN_AFTER_SESSIONS: u32 = 3;
 
 /// Settings of the fleet's group membership.
 #[derive(Debug, Clone)]
@@ -262,6 +286,114 @@ fn lanes_of(list: &TopicPartitionList) -> Vec<Lane> {
         .collect()
 }
 
+/// Whether the group counts `consumer` as a member: librdkafka holds the
+/// member id the coordinator gave it (it forgets it when the session times
+/// out or the member leaves).
+fn is_member(consumer: &BaseConsumer<FleetContext>) -> bool {
+    let client = consumer.client().native_ptr();
+    // SAFETY: `client` is the live client of `consumer`; the returned copy
+    // of the member id is freed once, with the client's allocator.
+    unsafe {
+        let id = rdkafka::bindings::rd_kafka_memberid(client);
+        if id.is_null() {
+            return false;
+        }
+        let member = *id != 0;
+        rdkafka::bindings::rd_kafka_mem_free(client, id.cast());
+        member
+    }
+}
+
+/// How long the group has left this instance out, and when to stop waiting
+/// for librdkafka to rejoin by itself.
+#[derive(Debug)]
+struct Presence {
+    rejoin_after: Duration,
+    /// Since when the instance has been outside (across rejoins).
+    outside_since: Option<Instant>,
+    /// Since when the current consumer has been outside.
+    waiting_since: Option<Instant>,
+}
+
+impl Presence {
+    fn new(rejoin_after: Duration) -> Presence {
+        Presence {
+            rejoin_after,
+            outside_since: None,
+            waiting_since: None,
+        }
+    }
+
+    /// Takes one check's answer; true when the current consumer has been
+    /// outside for longer than `rejoin_after`.
+    fn observe(&mut self, member: bool, now: Instant) -> bool {
+        if member {
+            self.outside_since = None;
+            self.waiting_since = None;
+            return false;
+        }
+        self.outside_since.get_or_insert(now);
+        let waiting = *self.waiting_since.get_or_insert(now);
+        now.saturating_duration_since(waiting) > self.rejoin_after
+    }
+
+    /// A new consumer joins: it gets its own `rejoin_after`.
+    fn rejoined(&mut self, now: Instant) {
+        self.waiting_since = Some(now);
+    }
+
+    fn outside_since(&self) -> Option<Instant> {
+        self.outside_since
+    }
+}
+
+/// A consumer of the fleet's group, not subscribed yet.
+fn new_consumer(
+    settings: &FleetSettings,
+    ownership: &Arc<LaneOwnership>,
+) -> Result<BaseConsumer<FleetContext>, MembershipError> {
+    let session_ms = settings.session_timeout.as_millis();
+    settings
+        .target
+        .clone()
+        .set("group.id", &settings.group_id)
+        .set(
+            "client.id",
+            fleet_client_id(settings.target.get("client.id"), settings.instance),
+        )
+        .set("partition.assignment.strategy", "cooperative-sticky")
+        .set("enable.auto.commit", "false")
+        .set("enable.auto.offset.store", "false")
+        .set("auto.offset.reset", "latest")
+        .set("session.timeout.ms", session_ms.to_string())
+        .set(
+            "heartbeat.interval.ms",
+            (session_ms / 5).max(100).to_string(),
+        )
+        .set("enable.partition.eof", "false")
+        .create_with_context(FleetContext {
+            ownership: Arc::clone(ownership),
+            revoke_wait: settings.revoke_wait,
+        })
+        .map_err(|source| MembershipError::Create {
+            group: settings.group_id.clone(),
+            source,
+        })
+}
+
+/// Joins the group: the consumer takes part from its next poll on.
+fn subscribe(
+    consumer: &BaseConsumer<FleetContext>,
+    settings: &FleetSettings,
+) -> Result<(), MembershipError> {
+    consumer
+        .subscribe(&[&settings.position_topic])
+        .map_err(|source| MembershipError::Create {
+            group: settings.group_id.clone(),
+            source,
+        })
+}
+
 /// The fleet member's client id: the configured one (or `eosmirror`)
 /// followed by `.instance-<id in hex>`. The group's description shows
 /// each member's client id and assigned lanes, which is how `eosmirror
@@ -300,9 +432,13 @@ fn refusal_fix(code: RDKafkaErrorCode, position_topic: &str) -> Option<String> {
 
 /// This instance's membership in the fleet's group.
 pub struct Membership {
-    consumer: BaseConsumer<FleetContext>,
+    /// Replaced by a new consumer when the group has left this instance out
+    /// for too long (see "Staying in the group" above).
+    consumer: RwLock<BaseConsumer<FleetContext>>,
     ownership: Arc<LaneOwnership>,
     settings: FleetSettings,
+    /// Told whether the instance is in the group (readiness).
+    health: Arc<Health>,
     stop: AtomicBool,
 }
 
@@ -331,45 +467,17 @@ impl Membership {
     pub fn join(
         settings: FleetSettings,
         ownership: Arc<LaneOwnership>,
+        health: Arc<Health>,
     ) -> Result<(Arc<Membership>, JoinHandle<()>), MembershipError> {
-        let session_ms = settings.session_timeout.as_millis();
-        let consumer: BaseConsumer<FleetContext> = settings
-            .target
-            .clone()
-            .set("group.id", &settings.group_id)
-            .set(
-                "client.id",
-                fleet_client_id(settings.target.get("client.id"), settings.instance),
-            )
-            .set("partition.assignment.strategy", "cooperative-sticky")
-            .set("enable.auto.commit", "false")
-            .set("enable.auto.offset.store", "false")
-            .set("auto.offset.reset", "latest")
-            .set("session.timeout.ms", session_ms.to_string())
-            .set(
-                "heartbeat.interval.ms",
-                (session_ms / 5).max(100).to_string(),
-            )
-            .set("enable.partition.eof", "false")
-            .create_with_context(FleetContext {
-                ownership: Arc::clone(&ownership),
-                revoke_wait: settings.revoke_wait,
-            })
-            .map_err(|source| MembershipError::Create {
-                group: settings.group_id.clone(),
-                source,
-            })?;
-        consumer
-            .subscribe(&[&settings.position_topic])
-            .map_err(|source| MembershipError::Create {
-                group: settings.group_id.clone(),
-                source,
-            })?;
+        let consumer = new_consumer(&settings, &ownership)?;
+        subscribe(&consumer, &settings)?;
         tracing::info!(group = %settings.group_id, "joining the fleet's group on the target; lanes start once it assigns them");
+        health.outside_fleet(Some(Instant::now()));
         let membership = Arc::new(Membership {
-            consumer,
+            consumer: RwLock::new(consumer),
             ownership,
             settings,
+            health,
             stop: AtomicBool::new(false),
         });
         let serving = Arc::clone(&membership);
@@ -380,13 +488,72 @@ impl Membership {
         Ok((membership, thread))
     }
 
+    fn consumer(&self) -> RwLockReadGuard<'_, BaseConsumer<FleetContext>> {
+        self.consumer.read().expect("fleet consumer poisoned")
+    }
+
     /// Polls the group (heartbeats, rebalance callbacks) until
     /// [`Membership::leave`].
     fn serve(&self) {
+        let mut presence = Presence::new(self.settings.session_timeout * REJOIN_AFTER_SESSIONS);
+        let mut next_check = Instant::now();
         while !self.stop.load(Ordering::SeqCst) {
-            if let Some(Err(e)) = self.consumer.poll(POLL_WAIT) {
+            if let Some(Err(e)) = self.consumer().poll(POLL_WAIT) {
                 self.on_error(&e);
             }
+            let now = Instant::now();
+            if now < next_check {
+                continue;
+            }
+            next_check = now + MEMBER_CHECK;
+            if !self.ownership.owned().is_empty() && fault_armed(failpoints::FLEET_DROP_OUT) {
+                tracing::warn!(
+                    "fault point {}: the fleet's consumer leaves the group and stays out",
+                    failpoints::FLEET_DROP_OUT
+                );
+                self.consumer().unsubscribe();
+            }
+            let member = is_member(&self.consumer());
+            m::fleet_member(member);
+            let rejoin = presence.observe(member, now);
+            self.health.outside_fleet(presence.outside_since());
+            if rejoin {
+                self.rejoin(now.saturating_duration_since(presence.outside_since().unwrap_or(now)));
+                presence.rejoined(Instant::now());
+            }
+        }
+    }
+
+    /// Stops every lane this instance still owns, closes the consumer that
+    /// stayed outside the group and joins with a new one.
+    fn rejoin(&self, outside: Duration) {
+        tracing::warn!(
+            group = %self.settings.group_id,
+            outside_secs = outside.as_secs(),
+            "the fleet's group has not counted this instance as a member for {} session timeouts; rejoining with a new consumer",
+            REJOIN_AFTER_SESSIONS
+        );
+        m::fleet_rejoined();
+        let owned = self.ownership.owned();
+        self.ownership
+            .revoked(&owned, true, self.settings.revoke_wait);
+        let fresh = match new_consumer(&self.settings, &self.ownership) {
+            Ok(fresh) => fresh,
+            Err(e) => {
+                tracing::warn!(error = %e, "rejoining the fleet's group; trying again later");
+                return;
+            }
+        };
+        // The old consumer is closed (its revoke callbacks served) before
+        // the new one subscribes: no callback of the old member can take a
+        // lane the new member was given.
+        let old = std::mem::replace(
+            &mut *self.consumer.write().expect("fleet consumer poisoned"),
+            fresh,
+        );
+        drop(old);
+        if let Err(e) = subscribe(&self.consumer(), &self.settings) {
+            tracing::warn!(error = %e, "rejoining the fleet's group; trying again later");
         }
     }
 
@@ -421,7 +588,7 @@ impl Membership {
 
     /// The group metadata to commit with a lane transaction (invariant 2).
     pub fn group_metadata(&self) -> Option<ConsumerGroupMetadata> {
-        self.consumer.group_metadata()
+        self.consumer().group_metadata()
     }
 
     /// The offset a lane transaction commits for its partition of the
@@ -456,7 +623,7 @@ impl Membership {
             }
             let result = self
                 .fence_offsets(lane, position_end)
-                .and_then(|list| self.consumer.commit(&list, CommitMode::Sync));
+                .and_then(|list| self.consumer().commit(&list, CommitMode::Sync));
             let error = match result {
                 Ok(()) => {
                     // Revoked while the commit was in flight: the commit
@@ -497,5 +664,27 @@ mod tests {
         let configured = fleet_client_id(Some("mirror.instance-x"), 5);
         assert_eq!(instance_of_client_id(&configured), Some(5));
         assert_eq!(instance_of_client_id("rdkafka"), None);
+    }
+
+    #[test]
+    fn a_member_left_out_for_longer_than_the_limit_rejoins_once_per_limit() {
+        let limit = Duration::from_secs(30);
+        let mut presence = Presence::new(limit);
+        let t0 = Instant::now();
+        let at = |s: u64| t0 + Duration::from_secs(s);
+        assert!(!presence.observe(true, at(0)));
+        assert_eq!(presence.outside_since(), None);
+        assert!(!presence.observe(false, at(1)));
+        assert!(!presence.observe(false, at(31)));
+        assert!(presence.observe(false, at(32)));
+        presence.rejoined(at(32));
+        // The new consumer gets its own limit; the time outside goes on.
+        assert!(!presence.observe(false, at(62)));
+        assert!(presence.observe(false, at(63)));
+        assert_eq!(presence.outside_since(), Some(at(1)));
+        assert!(!presence.observe(true, at(64)));
+        assert_eq!(presence.outside_since(), None);
+        assert!(!presence.observe(false, at(65)));
+        assert_eq!(presence.outside_since(), Some(at(65)));
     }
 }

@@ -178,7 +178,11 @@ pub async fn run(
                     // The group is joined once the position topic, whose
                     // partitions are the lanes, surely exists.
                     if membership.is_none() {
-                        match Membership::join(settings.fleet.clone(), Arc::clone(&ownership)) {
+                        match Membership::join(
+                            settings.fleet.clone(),
+                            Arc::clone(&ownership),
+                            Arc::clone(&health),
+                        ) {
                             Ok(joined) => membership = Some(joined),
                             Err(e) => {
                                 first_error = Some(e.into());
