@@ -89,6 +89,16 @@ pub fn is_deleted(error: &KafkaError) -> bool {
 /// project's loaded test machines (up to 14 s).
 const QUERY_RETRY_LIMIT: Duration = Duration::from_secs(15);
 
+/// The exact offset `list` holds for one partition (`None` for a logical
+/// one such as "end", or a partition it does not list): positions and
+/// offset-for-time answers come back in such lists.
+pub(crate) fn offset_in(list: &TopicPartitionList, topic: &str, partition: i32) -> Option<i64> {
+    match list.find_partition(topic, partition)?.offset() {
+        Offset::Offset(o) => Some(o),
+        _ => None,
+    }
+}
+
 /// Whether a query's error is one a working cluster recovers from by
 /// itself: a partition whose leader is not known yet, a lost connection, a
 /// request that timed out.
@@ -259,12 +269,7 @@ impl Side {
         let answer = self.query(topic, partition, true, |client| {
             client.offsets_for_times(query.clone(), self.stall_limit)
         })?;
-        Ok(answer
-            .find_partition(topic, partition)
-            .and_then(|p| match p.offset() {
-                Offset::Offset(o) => Some(o),
-                _ => None,
-            }))
+        Ok(offset_in(&answer, topic, partition))
     }
 
     /// Asks `ask` of the shared query client of one isolation level. A
@@ -327,14 +332,7 @@ impl Side {
             }
             last_check = Instant::now();
             let positions = consumer.position().map_err(&kafka)?;
-            let position = |topic: &str, partition: i32| {
-                positions
-                    .find_partition(topic, partition)
-                    .and_then(|p| match p.offset() {
-                        Offset::Offset(o) => Some(o),
-                        _ => None,
-                    })
-            };
+            let position = |topic: &str, partition: i32| offset_in(&positions, topic, partition);
             let mut settled = TopicPartitionList::new();
             behind.retain(|(topic, partition, end)| {
                 let done = position(topic, *partition).is_some_and(|at| at >= *end);
@@ -416,13 +414,7 @@ impl RangeReader {
             .consumer
             .position()
             .map_err(self.side.kafka(&self.topic, self.partition))?;
-        Ok(position
-            .find_partition(&self.topic, self.partition)
-            .and_then(|p| match p.offset() {
-                Offset::Offset(o) => Some(o),
-                _ => None,
-            })
-            .unwrap_or(self.from))
+        Ok(offset_in(&position, &self.topic, self.partition).unwrap_or(self.from))
     }
 
     fn advance_to(&mut self, position: i64) {

@@ -530,7 +530,7 @@ impl Membership {
         tracing::warn!(
             group = %self.settings.group_id,
             outside_secs = outside.as_secs(),
-            "the fleet's group has not counted this instance as a member for {} session timeouts; rejoining with a new consumer",
+            "this instance's consumer has been outside the fleet's group for {} session timeouts; rejoining with a new consumer",
             REJOIN_AFTER_SESSIONS
         );
         m::fleet_rejoined();

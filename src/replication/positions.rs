@@ -25,7 +25,7 @@ use rdkafka::message::{BorrowedMessage, Message};
 use rdkafka::{Offset, TopicPartitionList};
 
 use super::progress::ProgressRecord;
-use crate::read::{is_deleted, reader_config};
+use crate::read::{is_deleted, offset_in, reader_config};
 
 /// The committed position of a source partition, as the target records it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -205,13 +205,7 @@ impl<'t> ReadToEnd<'t> {
 /// messages it returns never show.
 fn fetch_position(reader: &BaseConsumer, topic: &str, partition: i32) -> Result<i64, KafkaError> {
     let position = reader.position()?;
-    Ok(position
-        .find_partition(topic, partition)
-        .and_then(|p| match p.offset() {
-            Offset::Offset(o) => Some(o),
-            _ => None,
-        })
-        .unwrap_or(-1))
+    Ok(offset_in(&position, topic, partition).unwrap_or(-1))
 }
 
 /// Whether a target partition already holds committed records. Checked when
