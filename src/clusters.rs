@@ -2,13 +2,12 @@
 //! loading and translating a file, the connection-only settings that
 //! metadata, admin and reading clients get, and the reachability check.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::bail;
 use rdkafka::config::ClientConfig;
 
-use crate::cli::common::ConnectionArgs;
 use crate::config::{self, ClientRole};
 use crate::connect::cluster_id;
 use crate::groups::kafka::GroupClient;
@@ -106,10 +105,25 @@ impl Cluster {
     }
 }
 
+/// Where a command finds both clusters and which mirror between them it
+/// means: `run`'s own properties files and alias, so an operator passes
+/// every command the running mirror's. Plain data, so engines never see
+/// the command line's types.
+#[derive(Debug, Clone)]
+pub struct Endpoints {
+    /// Java client properties of the source cluster (`--consumer.config`).
+    pub source_config: PathBuf,
+    /// Java client properties of the target cluster (`--producer.config`).
+    pub target_config: PathBuf,
+    /// The mirror's `--source.alias`: it names the internal topics where
+    /// positions, the offset mapping and group offsets are found.
+    pub source_alias: String,
+}
+
 /// Both clusters of a command.
-pub fn connect_both(args: &ConnectionArgs) -> anyhow::Result<(Cluster, Cluster)> {
+pub fn connect_both(endpoints: &Endpoints) -> anyhow::Result<(Cluster, Cluster)> {
     Ok((
-        Cluster::connect("source", &args.consumer_config, ClientRole::Consumer)?,
-        Cluster::connect("target", &args.producer_config, ClientRole::Producer)?,
+        Cluster::connect("source", &endpoints.source_config, ClientRole::Consumer)?,
+        Cluster::connect("target", &endpoints.target_config, ClientRole::Producer)?,
     ))
 }

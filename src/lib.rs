@@ -1,20 +1,20 @@
 //! eosmirror: exactly-once Kafka-to-Kafka replication.
 //!
 //! The layout mirrors the design (see ARCHITECTURE.md): `cli` parses the
-//! command line, `config` turns Java client properties into librdkafka
-//! settings, `topics` selects source topics and prepares the target,
-//! `replication` is the data path (one transactional worker per source
-//! partition), `metrics` and `shutdown` are the operational edges.
+//! command line, `commands` turns each command's flags into the plain
+//! options of the engines it drives, `config` turns Java client properties
+//! into librdkafka settings, `topics` selects source topics and prepares
+//! the target, `replication` is the data path (one transactional worker per
+//! source partition), `metrics` and `shutdown` are the operational edges.
 
 pub mod cli;
 pub mod clock;
 pub mod clusters;
+pub mod commands;
 pub mod config;
 pub mod connect;
-pub mod cutover;
 pub mod endpoint;
 pub mod error_chain;
-pub mod failover;
 pub mod failpoints;
 mod ffi;
 pub mod groups;
@@ -25,9 +25,7 @@ pub mod pattern;
 pub mod plan;
 pub mod read;
 pub mod replication;
-pub mod run;
 pub mod shutdown;
 pub mod status;
 pub mod topics;
-pub mod translate;
 pub mod verify;

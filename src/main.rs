@@ -6,8 +6,9 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::Parser;
-use eosmirror::cli::verify_args::ReportFormat;
+use eosmirror::cli::common::ReportFormat;
 use eosmirror::cli::{Cli, Command, LogFormat};
+use eosmirror::commands;
 use eosmirror::error_chain::one_line;
 use eosmirror::verify::report::Verdict;
 use tracing_subscriber::EnvFilter;
@@ -55,13 +56,13 @@ const RUNTIME_SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 /// Runs the command; its exit code.
 fn execute(command: Command, runtime: &tokio::runtime::Runtime, json: bool) -> ExitCode {
     match command {
-        Command::Run(args) => match runtime.block_on(eosmirror::run::run(*args)) {
+        Command::Run(args) => match runtime.block_on(commands::run::run(*args)) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => fail(json, &e),
         },
         Command::Verify(args) => {
             let format = args.format;
-            match blocking(runtime, move || eosmirror::verify::verify(&args)) {
+            match blocking(runtime, move || commands::verify::run(&args)) {
                 Ok(report) => {
                     print(format, &report, || report.to_text());
                     ExitCode::from(report.verdict.exit_code())
@@ -77,7 +78,7 @@ fn execute(command: Command, runtime: &tokio::runtime::Runtime, json: bool) -> E
         }
         Command::Translate(args) => {
             let format = args.format;
-            match blocking(runtime, move || eosmirror::translate::run(&args)) {
+            match blocking(runtime, move || commands::translate::run(&args)) {
                 Ok(report) => {
                     print(format, &report, || report.to_text());
                     ExitCode::SUCCESS
@@ -87,7 +88,7 @@ fn execute(command: Command, runtime: &tokio::runtime::Runtime, json: bool) -> E
         }
         Command::Cutover(args) => {
             let format = args.format;
-            match blocking(runtime, move || eosmirror::cutover::run(&args)) {
+            match blocking(runtime, move || commands::cutover::run(&args)) {
                 Ok(report) => {
                     print(format, &report, || report.to_text());
                     if report.complete() {
@@ -101,7 +102,7 @@ fn execute(command: Command, runtime: &tokio::runtime::Runtime, json: bool) -> E
         }
         Command::Plan(args) => {
             let format = args.format;
-            match blocking(runtime, move || eosmirror::plan::plan(&args)) {
+            match blocking(runtime, move || commands::plan::run(&args)) {
                 Ok(report) => {
                     print(format, &report, || report.to_text());
                     ExitCode::from(report.verdict.exit_code())
@@ -115,14 +116,15 @@ fn execute(command: Command, runtime: &tokio::runtime::Runtime, json: bool) -> E
                 }
             }
         }
-        Command::Status(args) => match blocking(runtime, move || Ok(eosmirror::status::run(&args)))
-        {
-            Ok(code) => ExitCode::from(code),
-            Err(e) => fail(json, &e),
-        },
+        Command::Status(args) => {
+            match blocking(runtime, move || Ok(commands::status::run(&args))) {
+                Ok(code) => ExitCode::from(code),
+                Err(e) => fail(json, &e),
+            }
+        }
         Command::Failover(args) => {
             let format = args.format;
-            match blocking(runtime, move || eosmirror::failover::run(&args)) {
+            match blocking(runtime, move || commands::failover::run(&args)) {
                 Ok(report) => {
                     print(format, &report, || report.to_text());
                     ExitCode::SUCCESS

@@ -32,17 +32,16 @@ use rdkafka::types::RDKafkaErrorCode;
 use rdkafka::{Offset, TopicPartitionList};
 use serde::Serialize;
 
-use crate::cli::plan_args::PlanArgs;
-use crate::clusters::CONNECT_TIMEOUT;
-use crate::clusters::{connection_only, load_client_config};
+use crate::clusters::{connection_only, load_client_config, Endpoints, CONNECT_TIMEOUT};
 use crate::config::ClientRole;
 use crate::connect::{cluster_id, GaveUp};
 use crate::read::reader_config;
-use crate::replication::layout::{Layout, DEFAULT_LANES};
+use crate::replication::layout::Layout;
 use crate::replication::progress::InternalTopics;
 use crate::replication::throttle::ThrottleLimits;
 use crate::replication::watermarks;
 use crate::topics::acls;
+use crate::topics::filter::TopicFilter;
 use crate::topics::internal::{Finding as InternalFinding, Needs, ToolConnection};
 use crate::topics::target::{
     self, cluster_metadata, partition_counts, select, SourceTopic, TargetTopicOptions,
@@ -207,25 +206,53 @@ const SAMPLE_TIME: Duration = Duration::from_secs(10);
 /// Most partitions read for the size sample; the others take the mean.
 const SAMPLE_PARTITIONS: usize = 1_000;
 
+/// What plan checks: `run`'s settings as `run` would take them, plain, so
+/// the `plan` command builds them from `run`'s own flags.
+#[derive(Debug, Clone)]
+pub struct PlanOptions {
+    /// Both clusters, and the alias that names the deployment's internal
+    /// topics and transactional ids.
+    pub endpoints: Endpoints,
+    /// The deployment's lane count.
+    pub layout: Layout,
+    /// The source topics `run` would copy.
+    pub topics: TopicFilter,
+    /// `run`'s throttle: the time estimate of the copy honours it.
+    pub throttle: ThrottleLimits,
+    /// `--transactional.id.prefix`: the transaction probe uses an id under
+    /// it, so the ACLs it proves are the lanes'.
+    pub transactional_id_prefix: String,
+    /// Replication factor of topics `run` would create; `-1` takes the
+    /// broker default.
+    pub replication_factor: i32,
+    /// Whether `run` would add partitions to target topics that have fewer
+    /// than their source.
+    pub add_partitions: bool,
+    /// Retention the progress topic would get.
+    pub progress_retention: Duration,
+    /// Newest committed records read per source partition to estimate the
+    /// average record size (0: no byte estimate).
+    pub sample_records: u64,
+}
+
 /// Runs every check; blocking (call from a blocking thread inside a tokio
 /// runtime: the admin requests are awaited on it).
-pub fn plan(args: &PlanArgs) -> anyhow::Result<PlanReport> {
+pub fn plan(options: &PlanOptions) -> anyhow::Result<PlanReport> {
     let mut findings = Findings::default();
-    let alias = &args.connection.source_alias;
-    let layout = Layout::new(args.deployment.lanes.unwrap_or(DEFAULT_LANES))?;
-    let filter = args.topics.filter()?;
-    let limits = args.throttle.limits()?;
+    let alias = &options.endpoints.source_alias;
+    let layout = options.layout;
+    let filter = &options.topics;
 
     let source = connect(
         &mut findings,
         "source",
-        &args.connection.consumer_config,
+        &options.endpoints.source_config,
         ClientRole::Consumer,
     );
     let target = connect(
         &mut findings,
         "target",
-        &args.connection.producer_config,
+        &options.endpoints.target_config,
         ClientRole::Producer,
     );
     if let (Some((_, source_id)), Some((_, target_id))) = (&source, &target) {
@@ -239,9 +266,9 @@ pub fn plan(args: &PlanArgs) -> anyhow::Result<PlanReport> {
 
     let tools = target
         .as_ref()
-        .map(|(t, _)| ToolConnection::new(t, &args.connection.producer_config));
+        .map(|(t, _)| ToolConnection::new(t, &options.endpoints.target_config));
     if let (Some((target, _)), Some(tools)) = (&target, &tools) {
-        let base = format!("{}.{alias}", args.deployment.transactional_id_prefix);
+        let base = format!("{}.{alias}", options.transactional_id_prefix);
         probe_transactions(&mut findings, target, &base, tools);
     }
     if let (Some((target, _)), Some(tools)) = (&target, &tools) {
@@ -250,17 +277,17 @@ pub fn plan(args: &PlanArgs) -> anyhow::Result<PlanReport> {
 
     let mut estimate = None;
     if let (Some((source, _)), Some((target, _)), Some(tools)) = (&source, &target, tools) {
-        let options = TargetTopicOptions {
-            replication_factor: args.target_topics.target_replication_factor,
-            add_partitions: args.target_topics.target_add_partitions,
-            progress_retention: Duration::from_millis(args.target_topics.progress_retention_ms),
+        let target_topics = TargetTopicOptions {
+            replication_factor: options.replication_factor,
+            add_partitions: options.add_partitions,
+            progress_retention: options.progress_retention,
             layout,
             tools,
         };
-        let topics = plan_topics(&mut findings, source, target, alias, &filter, &options)?;
+        let topics = plan_topics(&mut findings, source, target, alias, filter, &target_topics)?;
         if let Some((topics, resumes)) = topics {
             if !topics.is_empty() {
-                estimate = estimate_copy(&mut findings, source, &topics, resumes, args, limits);
+                estimate = estimate_copy(&mut findings, source, &topics, resumes, options);
             }
         }
     }
@@ -483,7 +510,7 @@ fn plan_topics(
     source: &ClientConfig,
     target: &ClientConfig,
     alias: &str,
-    filter: &crate::topics::filter::TopicFilter,
+    filter: &TopicFilter,
     options: &TargetTopicOptions,
 ) -> anyhow::Result<Option<(Vec<SourceTopic>, bool)>> {
     let (source_counts, target_metadata) = match (
@@ -638,14 +665,14 @@ fn estimate_copy(
     source: &ClientConfig,
     topics: &[SourceTopic],
     resumes: bool,
-    args: &PlanArgs,
-    limits: ThrottleLimits,
+    options: &PlanOptions,
 ) -> Option<Estimate> {
+    let limits = options.throttle;
     let partitions: Vec<SourcePartition> = topics
         .iter()
         .flat_map(|t| (0..t.partitions).map(move |p| SourcePartition::new(&t.name, p)))
         .collect();
-    let group = format!("eosmirror.plan.{}", args.connection.source_alias);
+    let group = format!("eosmirror.plan.{}", options.endpoints.source_alias);
     let counting: Result<BaseConsumer, _> = reader_config(source, &group, false).create();
     let marks = counting
         .map_err(|e| e.to_string())
@@ -660,7 +687,7 @@ fn estimate_copy(
             return None;
         }
     };
-    let sizes = sample_sizes(source, &group, &marks, args.sample_records);
+    let sizes = sample_sizes(source, &group, &marks, options.sample_records);
     let (sampled_records, sampled_bytes) = sizes
         .values()
         .fold((0, 0), |(r, b), (sr, sb)| (r + sr, b + sb));
@@ -680,7 +707,7 @@ fn estimate_copy(
     let how = match mean {
         Some(mean) => format!(
             "(high - low watermark) of each partition x the mean key+value+header size of up to {} of its newest committed records ({sampled_records} records sampled, {} on average; partitions without a sample take that average)",
-            args.sample_records,
+            options.sample_records,
             human_bytes(mean.round() as u64)
         ),
         None => "no committed record could be sampled, so no byte count".to_string(),

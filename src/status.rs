@@ -25,7 +25,6 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt::Write as _;
-use std::io::IsTerminal;
 use std::time::{Duration, Instant};
 
 use eosmirror_state::SourcePartition;
@@ -35,9 +34,7 @@ use rdkafka::message::Message;
 use rdkafka::{Offset, TopicPartitionList};
 use serde::Serialize;
 
-use crate::cli::common::ReportFormat;
-use crate::cli::status_args::StatusArgs;
-use crate::clusters::Cluster;
+use crate::clusters::{Cluster, Endpoints};
 use crate::config::ClientRole;
 use crate::error_chain::one_line;
 use crate::groups::kafka::GroupClient;
@@ -127,10 +124,18 @@ pub struct Totals {
     pub instances: Vec<String>,
 }
 
+/// When a partition lags and when a status record is too old to count;
+/// the report states them so its verdict can be read.
 #[derive(Debug, Clone, Serialize)]
 pub struct Thresholds {
+    /// A partition lags when more committed source records than this are
+    /// not replicated (`--max.lag.records`).
     pub max_lag_records: i64,
+    /// A partition lags when its oldest record not yet replicated is older
+    /// than this, in ms (`--max.lag.ms`).
     pub max_lag_ms: i64,
+    /// Status records older than this (ms) are stale and not counted
+    /// (`--status.max.age.ms`).
     pub status_max_age_ms: i64,
 }
 
@@ -151,71 +156,48 @@ pub struct StatusReport {
     pub notes: Vec<String>,
 }
 
-/// Runs `eosmirror status` (with `--watch`, until interrupted); the exit
-/// code of the last report. Blocking.
-pub fn run(args: &StatusArgs) -> u8 {
-    loop {
-        let code = match gather(args) {
-            Ok(report) => {
-                if args.watch.is_some() && std::io::stdout().is_terminal() {
-                    print!("\x1b[2J\x1b[H");
-                }
-                match args.format {
-                    ReportFormat::Text => print!("{}", report.to_text()),
-                    ReportFormat::Json => println!(
-                        "{}",
-                        serde_json::to_string_pretty(&report).expect("reports always serialize")
-                    ),
-                }
-                report.exit_code
-            }
-            Err(e) => {
-                let reason = one_line(&e);
-                if args.format == ReportFormat::Json {
-                    println!(
-                        "{}",
-                        serde_json::json!({"verdict": "cannot_tell", "exit_code": CANNOT_TELL, "reason": reason})
-                    );
-                }
-                eprintln!("eosmirror: status: cannot tell: {reason}");
-                CANNOT_TELL
-            }
-        };
-        let Some(every) = args.watch else {
-            return code;
-        };
-        std::thread::sleep(Duration::from_secs(every));
-    }
-}
-
 fn now_ms() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as i64)
 }
 
+/// What status reads and how it judges: plain options, built by the
+/// `status` command from its flags.
+#[derive(Debug, Clone)]
+pub struct StatusOptions {
+    /// Both clusters, and the alias whose positions are read.
+    pub endpoints: Endpoints,
+    /// Source topics whose partitions are listed even without a position
+    /// yet (`--include`, less `--exclude`); `None`: only partitions the
+    /// target has a position for.
+    pub include: Option<TopicFilter>,
+    /// Topics left out even when they have a position (`--exclude`).
+    pub exclude: Option<TopicFilter>,
+    /// `run`'s `--transactional.id.prefix`: with the alias it names the
+    /// fleet's group, which tells who owns each lane.
+    pub transactional_id_prefix: String,
+    /// When a partition counts as lagging, and when a status record is
+    /// stale.
+    pub thresholds: Thresholds,
+    /// Longest a read of a cluster may make no progress.
+    pub timeout: Duration,
+}
+
 /// Reads everything and builds the report; an error means "cannot tell".
-pub fn gather(args: &StatusArgs) -> anyhow::Result<StatusReport> {
-    let timeout = Duration::from_millis(args.timeout_ms);
-    let alias = &args.connection.source_alias;
-    let filter = args
-        .include
-        .as_deref()
-        .map(|include| TopicFilter::new(include, args.exclude.as_deref()))
-        .transpose()?;
-    let exclude = args
-        .exclude
-        .as_deref()
-        .map(|e| TopicFilter::pattern("--exclude", e))
-        .transpose()?;
+pub fn gather(options: &StatusOptions) -> anyhow::Result<StatusReport> {
+    let timeout = options.timeout;
+    let alias = &options.endpoints.source_alias;
+    let filter = &options.include;
+    let exclude = &options.exclude;
     let target = Cluster::connect(
         "target",
-        &args.connection.producer_config,
+        &options.endpoints.target_config,
         ClientRole::Producer,
     )?;
     let source = Cluster::connect(
         "source",
-        &args.connection.consumer_config,
+        &options.endpoints.source_config,
         ClientRole::Consumer,
     )?;
     let topics = InternalTopics::for_alias(alias);
@@ -270,7 +252,7 @@ pub fn gather(args: &StatusArgs) -> anyhow::Result<StatusReport> {
     }
 
     // The fleet's group: who owns each lane now.
-    let group = format!("{}.{alias}", args.transactional_id_prefix);
+    let group = format!("{}.{alias}", options.transactional_id_prefix);
     let mut owners: BTreeMap<u32, String> = BTreeMap::new();
     let groups = GroupClient {
         cluster: "target",
@@ -342,7 +324,7 @@ pub fn gather(args: &StatusArgs) -> anyhow::Result<StatusReport> {
     }
     let pending = first_pending(&source.connection, &from, timeout)?;
 
-    let stale_after = args.status_max_age_ms;
+    let stale_after = options.thresholds.status_max_age_ms;
     let fresh = |s: &LaneStatus| s.running && at_ms - s.published_at_ms <= stale_after;
     let mut stopped_now: HashMap<SourcePartition, String> = HashMap::new();
     let mut stopped_stale: HashMap<SourcePartition, String> = HashMap::new();
@@ -397,7 +379,11 @@ pub fn gather(args: &StatusArgs) -> anyhow::Result<StatusReport> {
                 .push("not on the source (its topic was deleted, or has fewer partitions)".into()),
             Some(&marks) => fill_lag(&mut line, marks, pending.get(p).copied(), at_ms),
         }
-        line.state = judge(&line, args.max_lag_records, args.max_lag_ms);
+        line.state = judge(
+            &line,
+            options.thresholds.max_lag_records,
+            options.thresholds.max_lag_ms,
+        );
         partitions.push(line);
     }
 
@@ -466,11 +452,7 @@ pub fn gather(args: &StatusArgs) -> anyhow::Result<StatusReport> {
         at_ms,
         verdict,
         exit_code,
-        thresholds: Thresholds {
-            max_lag_records: args.max_lag_records,
-            max_lag_ms: args.max_lag_ms,
-            status_max_age_ms: args.status_max_age_ms,
-        },
+        thresholds: options.thresholds.clone(),
         totals,
         lanes: lane_views,
         partitions,

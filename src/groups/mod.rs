@@ -7,6 +7,7 @@ pub mod apply;
 pub mod kafka;
 pub mod record;
 pub mod sync;
+pub mod translate;
 pub mod translation;
 
 use rdkafka::error::KafkaError;

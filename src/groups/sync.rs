@@ -18,6 +18,7 @@ use rdkafka::producer::{BaseRecord, DefaultProducerContext, Producer, ThreadedPr
 use super::admin::GroupAdmin;
 use super::apply::plan;
 use super::record::{GroupOffsetsRecord, GroupsTopicRecord, SourceEndsRecord};
+use super::translate::{replicated_partitions, translate_offsets};
 use super::translation::TranslatedOffset;
 use super::TopicPartition;
 use crate::clusters::{Cluster, CONNECT_TIMEOUT};
@@ -29,7 +30,6 @@ use crate::replication::layout::{Lane, Layout};
 use crate::replication::membership::LaneOwnership;
 use crate::shutdown::Shutdown;
 use crate::topics::filter::TopicFilter;
-use crate::translate::{replicated_partitions, translate_offsets};
 
 /// Everything a sync round needs.
 pub struct GroupSync {

@@ -31,14 +31,14 @@ use std::time::{Duration, Instant};
 
 use anyhow::bail;
 
-use crate::cli::verify_args::{PairingMode, VerifyArgs};
-use crate::clusters::{Cluster, CONNECT_TIMEOUT};
+use crate::clusters::{Cluster, Endpoints, CONNECT_TIMEOUT};
 use crate::config::ClientRole;
 use crate::offsets::history::{read_mappings_as_of, TargetEnds};
 use crate::offsets::mapping::OffsetMap;
 use crate::read::{first_committed, RangeReader, ReadError, Side};
 use crate::replication::progress::InternalTopics;
 use crate::replication::throttle::{Throttle, ThrottleLimits};
+use crate::topics::filter::TopicFilter;
 use crate::topics::target::partition_counts;
 use lookups::SourceLookups;
 use plan::{plan_mapped, PlanInputs, Watermarks};
@@ -52,36 +52,89 @@ struct Job {
     map: Option<OffsetMap>,
 }
 
+/// What verify checks and how: plain options, so `verify` and `cutover`
+/// (which verifies the copy's tail) build them alike.
+#[derive(Debug, Clone)]
+pub struct VerifyOptions {
+    /// Both clusters, and the alias whose offset mapping pairs records.
+    pub endpoints: Endpoints,
+    /// The source topics checked.
+    pub topics: TopicFilter,
+    /// The topic options as given (`--include "a" --exclude "b"`): the
+    /// error when no source topic matches quotes them.
+    pub topics_given: String,
+    /// The part of each partition checked.
+    pub range: Range,
+    /// How source and target records are paired.
+    pub pairing: Pairing,
+    /// Partitions read at the same time (each reads both sides).
+    pub parallelism: usize,
+    /// Bound on prefetched record bytes across all readers.
+    pub max_memory_bytes: usize,
+    /// Most bytes read per second from each cluster: verify reads
+    /// production clusters. `None`: unlimited.
+    pub throttle_bytes_per_sec: Option<u64>,
+    /// Longest a read may make no progress before its partition is
+    /// reported unverifiable.
+    pub stall_timeout: Duration,
+}
+
+/// How records are paired.
+#[derive(Debug, Clone)]
+pub enum Pairing {
+    /// Through eosmirror's exact offset mapping (same topic names).
+    Mapped,
+    /// By order, for copies made by other tools.
+    Sequence {
+        /// Prefix of target topic names (MirrorMaker 2 writes
+        /// `<source alias>.<topic>`).
+        target_prefix: String,
+        /// Where to start in listed partitions; the others start at their
+        /// first record.
+        starts: Starts,
+    },
+}
+
+impl Pairing {
+    /// The mode's name in the report.
+    fn name(&self) -> &'static str {
+        match self {
+            Pairing::Mapped => "mapped",
+            Pairing::Sequence { .. } => "sequence",
+        }
+    }
+}
+
 /// Runs verify and returns its report. Blocking: run it off the async
 /// runtime.
-pub fn verify(args: &VerifyArgs) -> anyhow::Result<Report> {
+pub fn verify(options: &VerifyOptions) -> anyhow::Result<Report> {
     let started = Instant::now();
-    let filter = args.topics.filter()?;
-    let range = match (&args.since, args.last) {
-        (Some(t), _) => Range::Since(range::parse_time(t)?),
-        (None, Some(n)) => Range::Last(n),
-        (None, None) => Range::All,
+    let filter = &options.topics;
+    let range = options.range;
+    let no_starts = Starts::new();
+    let (target_prefix, starts) = match &options.pairing {
+        Pairing::Mapped => ("", &no_starts),
+        Pairing::Sequence {
+            target_prefix,
+            starts,
+        } => (target_prefix.as_str(), starts),
     };
-    let starts = range::parse_starts(&args.starts)?;
-    if args.mode == PairingMode::Mapped && (!starts.is_empty() || !args.target_prefix.is_empty()) {
-        bail!("--start and --target.prefix apply to --mode sequence only; mapped mode finds both from eosmirror's offset mapping");
-    }
     let source_cluster = Cluster::connect(
         "source",
-        &args.connection.consumer_config,
+        &options.endpoints.source_config,
         ClientRole::Consumer,
     )?;
     let target_cluster = Cluster::connect(
         "target",
-        &args.connection.producer_config,
+        &options.endpoints.target_config,
         ClientRole::Producer,
     )?;
-    let stall_limit = Duration::from_millis(args.stall_timeout_ms);
-    let readers = 2 * usize::from(args.parallelism);
-    let queue_kbytes = (args.max_memory_bytes / readers / 1024).max(1);
+    let stall_limit = options.stall_timeout;
+    let readers = 2 * options.parallelism;
+    let queue_kbytes = (options.max_memory_bytes / readers / 1024).max(1);
     let mut source = source_cluster.side(queue_kbytes, stall_limit);
     let mut target = target_cluster.side(queue_kbytes, stall_limit);
-    if let Some(rate) = args.throttle_bytes_per_sec {
+    if let Some(rate) = options.throttle_bytes_per_sec {
         for side in [&mut source, &mut target] {
             side.throttle = Some(Arc::new(Throttle::new(ThrottleLimits {
                 bytes_per_sec: Some(rate),
@@ -99,16 +152,20 @@ pub fn verify(args: &VerifyArgs) -> anyhow::Result<Report> {
         .collect();
     if selected.is_empty() {
         bail!(
-            "no source topic matches --include {:?}{}; check the pattern (topics on the source: {})",
-            args.topics.include,
-            args.topics.exclude.as_ref().map(|e| format!(" --exclude {e:?}")).unwrap_or_default(),
-            source_topics.keys().filter(|t| !t.starts_with("__")).cloned().collect::<Vec<_>>().join(", ")
+            "no source topic matches {}; check the pattern (topics on the source: {})",
+            options.topics_given,
+            source_topics
+                .keys()
+                .filter(|t| !t.starts_with("__"))
+                .cloned()
+                .collect::<Vec<_>>()
+                .join(", ")
         );
     }
 
     let mut jobs = Vec::new();
     for (topic, partitions) in &selected {
-        let target_topic = format!("{}{topic}", args.target_prefix);
+        let target_topic = format!("{target_prefix}{topic}");
         let target_partitions = target_topics.get(&target_topic).copied().unwrap_or(0);
         for partition in 0..*partitions {
             let mut report = PartitionReport {
@@ -128,15 +185,15 @@ pub fn verify(args: &VerifyArgs) -> anyhow::Result<Report> {
         }
     }
 
-    match args.mode {
-        PairingMode::Mapped => plan_mapped_jobs(
+    match options.pairing {
+        Pairing::Mapped => plan_mapped_jobs(
             &mut jobs,
             &source,
             &target,
-            &args.connection.source_alias,
+            &options.endpoints.source_alias,
             range,
         )?,
-        PairingMode::Sequence => plan_sequence_jobs(&mut jobs, &source, &target, range, &starts)?,
+        Pairing::Sequence { .. } => plan_sequence_jobs(&mut jobs, &source, &target, range, starts)?,
     }
     for (side, topic, partition) in starts.keys() {
         let known = jobs.iter().any(|j| {
@@ -161,13 +218,13 @@ pub fn verify(args: &VerifyArgs) -> anyhow::Result<Report> {
         .sum();
     let read = Arc::new(AtomicU64::new(0));
     let display = progress_line::ProgressLine::start(total, Arc::clone(&read));
-    let reports = run_jobs(jobs, &source, &target, usize::from(args.parallelism), &read);
+    let reports = run_jobs(jobs, &source, &target, options.parallelism, &read);
     display.finish();
-    let mode = match args.mode {
-        PairingMode::Mapped => "mapped",
-        PairingMode::Sequence => "sequence",
-    };
-    Ok(Report::new(mode, reports, started.elapsed().as_secs_f64()))
+    Ok(Report::new(
+        options.pairing.name(),
+        reports,
+        started.elapsed().as_secs_f64(),
+    ))
 }
 
 /// Reads the offset mapping and plans every partition (mapped mode).

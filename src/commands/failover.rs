@@ -15,10 +15,10 @@ use crate::clusters::Cluster;
 use crate::config::ClientRole;
 use crate::groups::apply::apply;
 use crate::groups::record::read_recorded;
+use crate::groups::translate::{translate_offsets, GroupTranslation};
 use crate::offsets::history::read_mappings;
 use crate::pattern::NamePattern;
 use crate::replication::progress::InternalTopics;
-use crate::translate::{translate_offsets, GroupTranslation};
 
 /// A partition's recovery point.
 #[derive(Debug, Clone, Serialize)]

@@ -23,16 +23,17 @@ use anyhow::bail;
 use serde::Serialize;
 
 use crate::cli::groups_args::CutoverArgs;
-use crate::cli::verify_args::{PairingMode, ReportFormat, VerifyArgs};
 use crate::clusters::connect_both;
 use crate::groups::apply::apply;
+use crate::groups::translate::{replicated_partitions, translate_offsets, GroupTranslation};
 use crate::groups::TopicPartition;
 use crate::offsets::history::read_positions;
 use crate::pattern::NamePattern;
 use crate::read::{first_committed, first_record, Side};
 use crate::replication::progress::InternalTopics;
-use crate::translate::{replicated_partitions, translate_offsets, GroupTranslation};
+use crate::verify::range::Range;
 use crate::verify::report::{Report, Verdict};
+use crate::verify::{verify, Pairing, VerifyOptions};
 
 /// How often replication progress is checked while waiting.
 const POLL: Duration = Duration::from_secs(1);
@@ -215,8 +216,9 @@ fn open_transactions_problem(state: &[PartitionCatchUp], timeout_ms: u64) -> Opt
 pub fn run(args: &CutoverArgs) -> anyhow::Result<CutoverReport> {
     let filter = args.topics.filter()?;
     let group_pattern = NamePattern::groups("--groups", &args.groups)?;
-    let alias = &args.connection.source_alias;
-    let (source, target) = connect_both(&args.connection)?;
+    let endpoints = super::endpoints(&args.connection);
+    let alias = &endpoints.source_alias;
+    let (source, target) = connect_both(&endpoints)?;
     let partitions = replicated_partitions(&source, &target, Some(&filter))?;
     if partitions.is_empty() {
         bail!(
@@ -282,22 +284,22 @@ pub fn run(args: &CutoverArgs) -> anyhow::Result<CutoverReport> {
     // 3. Verify.
     let mut verify_report = None;
     if caught_up {
-        let verify_args = VerifyArgs {
-            connection: args.connection.clone(),
-            topics: args.topics.clone(),
-            since: None,
-            last: (!args.full).then_some(args.verify_last),
-            mode: PairingMode::Mapped,
-            target_prefix: String::new(),
-            starts: Vec::new(),
-            format: ReportFormat::Text,
+        let options = VerifyOptions {
+            endpoints: endpoints.clone(),
+            topics: filter.clone(),
+            topics_given: super::topics_given(&args.topics),
+            range: match args.full {
+                true => Range::All,
+                false => Range::Last(args.verify_last),
+            },
+            pairing: Pairing::Mapped,
             parallelism: 4,
             max_memory_bytes: 64 << 20,
             // The outage window is on: verify reads as fast as it can.
             throttle_bytes_per_sec: None,
-            stall_timeout_ms: 120_000,
+            stall_timeout: Duration::from_secs(120),
         };
-        let report = crate::verify::verify(&verify_args)?;
+        let report = verify(&options)?;
         if report.verdict != Verdict::Exact {
             problems.push(format!("verify found the copy {:?}", report.verdict));
         }

@@ -1,17 +1,17 @@
-//! `eosmirror translate`: a consumer group's source offsets, translated
-//! exactly into target offsets through the mapping eosmirror committed with
-//! the copies; with `--apply`, committed to the same group on the target.
+//! A consumer group's source offsets, translated exactly into target
+//! offsets through the mapping eosmirror committed with the copies: what
+//! `translate`, `cutover`, `failover` and group sync share. The rule for
+//! one offset is in `translation.rs`; this reads the mapping from the
+//! target, applies the rule to each of a group's partitions and reports it.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 use std::time::Duration;
 
-use anyhow::bail;
 use serde::Serialize;
 
-use crate::cli::groups_args::TranslateArgs;
-use crate::clusters::{connect_both, Cluster, CONNECT_TIMEOUT};
-use crate::groups::apply::{apply, Applied};
+use crate::clusters::{Cluster, CONNECT_TIMEOUT};
+use crate::groups::apply::Applied;
 use crate::groups::translation::{translate, TranslatedOffset, TranslationKind};
 use crate::groups::TopicPartition;
 use crate::offsets::history::read_mappings_with_positions;
@@ -161,42 +161,4 @@ pub fn translate_offsets(
         group: group.to_string(),
         partitions,
     })
-}
-
-/// Runs `eosmirror translate`. Blocking.
-pub fn run(args: &TranslateArgs) -> anyhow::Result<GroupTranslation> {
-    let topics = args
-        .topic
-        .as_deref()
-        .map(|t| TopicFilter::new(t, None))
-        .transpose()?;
-    let (source, target) = connect_both(&args.connection)?;
-    let partitions = replicated_partitions(&source, &target, topics.as_ref())?;
-    let offsets = source.groups().committed(&args.group, &partitions)?;
-    if offsets.is_empty() {
-        bail!(
-            "group {:?} has no committed offsets on the source for any replicated topic{}; check the group name (eosmirror translate translates committed offsets only)",
-            args.group,
-            args.topic.as_ref().map(|t| format!(" matching {t:?}")).unwrap_or_default()
-        );
-    }
-    let mut translation = translate_offsets(
-        &target,
-        &args.connection.source_alias,
-        &args.group,
-        &offsets,
-    )?;
-    if args.apply {
-        let Some(target_offsets) = translation.target_offsets() else {
-            bail!("{}not applying: some partitions have no translation, and a group is moved all at once or not at all", translation.to_text());
-        };
-        let applied = apply(
-            &target.groups(),
-            &args.group,
-            &target_offsets,
-            args.allow_rewind,
-        )?;
-        translation.record_applied(&applied);
-    }
-    Ok(translation)
 }

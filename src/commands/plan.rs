@@ -1,0 +1,27 @@
+//! `eosmirror plan`: `run`'s flags turned into plan's options, exactly as
+//! `run` reads them, so a plan checks what the run will use.
+
+use std::time::Duration;
+
+use crate::cli::plan_args::PlanArgs;
+use crate::plan::{plan, PlanOptions, PlanReport};
+use crate::replication::layout::{Layout, DEFAULT_LANES};
+
+/// Runs `eosmirror plan`. Blocking (call from a blocking thread inside a
+/// tokio runtime: see [`plan`]).
+pub fn run(args: &PlanArgs) -> anyhow::Result<PlanReport> {
+    let layout = Layout::new(args.deployment.lanes.unwrap_or(DEFAULT_LANES))?;
+    let topics = args.topics.filter()?;
+    let throttle = args.throttle.limits()?;
+    plan(&PlanOptions {
+        endpoints: super::endpoints(&args.connection),
+        layout,
+        topics,
+        throttle,
+        transactional_id_prefix: args.deployment.transactional_id_prefix.clone(),
+        replication_factor: args.target_topics.target_replication_factor,
+        add_partitions: args.target_topics.target_add_partitions,
+        progress_retention: Duration::from_millis(args.target_topics.progress_retention_ms),
+        sample_records: args.sample_records,
+    })
+}
