@@ -5,12 +5,11 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use clap::Args;
+use clap::{Args, ValueEnum};
 
 use super::common::{ConnectionArgs, TopicArgs};
 
 use super::common::{parse_size, parse_statistics_interval};
-use crate::replication::lane::GapPolicy;
 use crate::replication::throttle::{parse_bytes, parse_count, ThrottleFileError, ThrottleLimits};
 
 #[derive(Debug, Args)]
@@ -104,7 +103,7 @@ pub struct RunArgs {
         value_enum,
         default_value = "fail"
     )]
-    pub on_source_gap: GapPolicy,
+    pub on_source_gap: OnSourceGap,
 
     /// Copy into target partitions that already hold records eosmirror has
     /// no position for, appending after them (otherwise that is an error,
@@ -218,6 +217,16 @@ pub struct RunArgs {
 
     #[command(flatten)]
     pub mirrormaker: super::mirrormaker::MirrorMakerFlags,
+}
+
+/// `--on.source.gap`: the command line's names for the data path's
+/// `GapPolicy`, so the data path derives no clap type.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum OnSourceGap {
+    /// Stop with an error naming the lost offsets (default).
+    Fail,
+    /// Continue after the gap; log it and count it in metrics.
+    Skip,
 }
 
 /// Which deployment on the target: its transactional ids and lane count.

@@ -7,14 +7,14 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use anyhow::bail;
 use eosmirror_state::{ClusterIdentity, OpenOutcome, StateStore};
 
-use crate::cli::run_args::RunArgs;
+use crate::cli::run_args::{OnSourceGap, RunArgs};
 use crate::clusters::{connection_only, load_client_config, Cluster, CONNECT_TIMEOUT};
 use crate::config::ClientRole;
 use crate::connect::cluster_id;
 use crate::groups::sync::GroupSync;
 use crate::health::Health;
 use crate::pattern::NamePattern;
-use crate::replication::lane::WorkerSettings;
+use crate::replication::lane::{GapPolicy, WorkerSettings};
 use crate::replication::layout::{Layout, DEFAULT_LANES};
 use crate::replication::limits::BatchLimits;
 use crate::replication::membership::{FleetSettings, LaneOwnership};
@@ -191,7 +191,10 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
             idle_poll: Duration::from_millis(500),
         },
         transaction_timeout: Duration::from_millis(args.transaction_timeout_ms),
-        on_source_gap: args.on_source_gap,
+        on_source_gap: match args.on_source_gap {
+            OnSourceGap::Fail => GapPolicy::Fail,
+            OnSourceGap::Skip => GapPolicy::Skip,
+        },
         allow_nonempty_target: args.target_allow_nonempty,
         instance,
         source_cluster_id: identity.source_cluster_id.clone(),

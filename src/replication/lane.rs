@@ -70,7 +70,7 @@ use crate::metrics as m;
 use crate::topics::filter::TopicFilter;
 
 /// What to do when source records disappear before they are copied.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum GapPolicy {
     /// Stop with an error naming the lost offsets (default).
     Fail,
