@@ -188,8 +188,8 @@ pub struct StatusOptions {
 pub fn gather(options: &StatusOptions) -> anyhow::Result<StatusReport> {
     let timeout = options.timeout;
     let alias = &options.endpoints.source_alias;
-    let filter = &options.include;
-    let exclude = &options.exclude;
+    let filter = options.include.as_ref();
+    let exclude = options.exclude.as_ref();
     let target = Cluster::connect(
         "target",
         &options.endpoints.target_config,
@@ -284,11 +284,11 @@ pub fn gather(options: &StatusOptions) -> anyhow::Result<StatusReport> {
     let source_counts = partition_counts(&source.connection, "source", timeout)?;
     let mut wanted: BTreeSet<SourcePartition> = positions
         .keys()
-        .filter(|p| exclude.as_ref().is_none_or(|e| !e.matches(&p.topic)))
-        .filter(|p| filter.as_ref().is_none_or(|f| f.matches(&p.topic)))
+        .filter(|p| exclude.is_none_or(|e| !e.matches(&p.topic)))
+        .filter(|p| filter.is_none_or(|f| f.matches(&p.topic)))
         .cloned()
         .collect();
-    if let Some(filter) = &filter {
+    if let Some(filter) = filter {
         for (topic, &count) in &source_counts {
             if filter.matches(topic) {
                 wanted.extend((0..count).map(|p| SourcePartition::new(topic, p)));

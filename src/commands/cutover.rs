@@ -41,10 +41,14 @@ const POLL: Duration = Duration::from_secs(1);
 /// One partition's state at the end of the wait.
 #[derive(Debug, Clone, Serialize)]
 pub struct PartitionCatchUp {
+    /// The source topic.
     pub topic: String,
+    /// The partition (same number on both sides).
     pub partition: i32,
     /// End of committed source data (the last stable offset).
     pub source_end: i64,
+    /// The next source offset to copy, from the position topic (the
+    /// partition's first offset when it has no position yet).
     pub replicated_position: i64,
     /// Committed source records not yet replicated (0: caught up).
     pub lag: i64,
@@ -67,9 +71,15 @@ pub struct CutoverReport {
     /// Partitions whose source end moved while cutover looked (producers
     /// still writing).
     pub source_still_written: Vec<String>,
+    /// Every replicated partition at the end of the wait.
     pub partitions: Vec<PartitionCatchUp>,
+    /// Whether the copy reached the source's end of committed data before
+    /// `--timeout.ms`; verify and the groups wait for it.
     pub caught_up: bool,
+    /// Verify's report on the copy's tail (or all of it with `--full`);
+    /// `None` when the copy did not catch up.
     pub verify: Option<Report>,
+    /// Each moved group's translation and what applying it did.
     pub groups: Vec<GroupTranslation>,
     /// Why cutover did not complete; empty when it did.
     pub problems: Vec<String>,

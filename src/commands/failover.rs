@@ -23,7 +23,9 @@ use crate::replication::progress::InternalTopics;
 /// A partition's recovery point.
 #[derive(Debug, Clone, Serialize)]
 pub struct PartitionRpo {
+    /// The source topic.
     pub topic: String,
+    /// The partition (same number on both sides).
     pub partition: i32,
     /// Source end offset when last observed.
     pub source_end: i64,
@@ -37,9 +39,11 @@ pub struct PartitionRpo {
 /// What failover did and what may have been lost.
 #[derive(Debug, Clone, Serialize)]
 pub struct FailoverReport {
+    /// Each applied group's translation and what applying it did.
     pub groups: Vec<GroupTranslation>,
     /// When the source ends were last observed (ms since the epoch).
     pub source_observed_at_ms: i64,
+    /// What each partition may have lost: the recovery point.
     pub rpo: Vec<PartitionRpo>,
 }
 

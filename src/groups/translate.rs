@@ -25,17 +25,23 @@ const MAPPING_QUEUE_KBYTES: usize = 16 * 1024;
 /// One partition of a group's translation.
 #[derive(Debug, Clone, Serialize)]
 pub struct PartitionTranslation {
+    /// The source topic (the target topic has the same name).
     pub topic: String,
+    /// The partition (same number on both sides).
     pub partition: i32,
+    /// The group's committed offset on the source.
     pub source_offset: i64,
+    /// Its translation; `None` when there is none (see `error`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub translation: Option<TranslatedOffset>,
     /// Why there is no translation.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
-    /// With --apply: `applied`, `unchanged`; the target's offset before.
+    /// With --apply: `applied` or `unchanged`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub action: Option<&'static str>,
+    /// With --apply: the group's offset on the target before (`None`: it
+    /// had none).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub target_offset_before: Option<i64>,
 }
@@ -43,7 +49,9 @@ pub struct PartitionTranslation {
 /// A group's translation (and what applying it did).
 #[derive(Debug, Clone, Serialize)]
 pub struct GroupTranslation {
+    /// The consumer group (the same name on both clusters).
     pub group: String,
+    /// Each partition the group has a committed offset for.
     pub partitions: Vec<PartitionTranslation>,
 }
 
