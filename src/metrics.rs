@@ -78,7 +78,9 @@ pub fn lane_transaction_aborted(lane: Lane) {
 /// Every `reason` [`lane_restarted`] is given: why a lane ended a session
 /// and starts a new one (`fenced`: the target fenced its producer, a
 /// takeover or its own timed-out transaction; `lane_lost`: the fleet's
-/// group refused its commit; the others name the step that failed).
+/// group refused its commit; `source_silent`: its source consumer delivered
+/// nothing for a minute while records waited; the others name the step
+/// that failed).
 pub const RESTART_REASONS: &[&str] = &[
     "init_transactions",
     "resume_read",
@@ -90,6 +92,7 @@ pub const RESTART_REASONS: &[&str] = &[
     "producer_state_unknown",
     "fenced",
     "lane_lost",
+    "source_silent",
 ];
 
 pub fn lane_restarted(lane: Lane, reason: &'static str) {

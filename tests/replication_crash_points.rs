@@ -693,3 +693,43 @@ fn lost_commit_responses_lose_and_duplicate_nothing() {
     assert_exact_copy(&bed.source, &bed.target, &case.topic);
     assert_exact_translation(&case);
 }
+
+/// A lane whose source consumer stops delivering (the fault point pauses
+/// it after the first committed batch, as one consumer was seen to stay
+/// silent after a source broker freeze): about a minute later the lane
+/// finds committed records waiting past its position, starts a new session
+/// with a new consumer, and the copy completes exactly, while eosmirror
+/// keeps running.
+#[test]
+#[cfg_attr(
+    not(feature = "failpoints"),
+    ignore = "needs the fault points: cargo test --features eosmirror/failpoints"
+)]
+fn a_silent_source_consumer_is_replaced_by_a_new_session() {
+    let case = Case::new("silent-source", &bed().target.bootstrap);
+    write_block(&case.topic, "a", 600);
+    let silent = format!("{}=1*return->off", failpoints::LANE_SOURCE_SILENT);
+    let mut mirror = case
+        .setup
+        .start_args_env(&case.args(&[]), &[("FAILPOINTS", &silent)]);
+    wait_caught_up(&case, &mut mirror);
+    let output = mirror.output();
+    assert!(
+        output.contains(&format!("fault point {}", failpoints::LANE_SOURCE_SILENT)),
+        "the fault point never fired:\n{}",
+        tail(&output, 30)
+    );
+    let replaced: Vec<&str> = output
+        .lines()
+        .filter(|l| l.contains("restarting lane session") && l.contains("reason=\"source_silent\""))
+        .collect();
+    assert_eq!(
+        replaced.len(),
+        1,
+        "one session replaced for its silent consumer:\n{}",
+        tail(&output, 30)
+    );
+    eprintln!("{}", replaced[0]);
+    stop_cleanly(&mut mirror);
+    assert_exact_copy(&bed().source, &bed().target, &case.topic);
+}

@@ -61,12 +61,14 @@ use super::positions::{
     ResumePosition,
 };
 use super::progress::{runs_from_deliveries, InternalTopics, Lineage, ProgressRecord};
+use super::source_watch::{self, SourceWatch, SILENCE_LIMIT};
 use super::throttle::Throttle;
 use super::transaction::{TransactionalProducer, TxnFailure};
 use super::watermarks::{self, Watermarks};
-use crate::failpoints::{self, crash_point};
+use crate::failpoints::{self, crash_point, fault_armed};
 use crate::health::Health;
 use crate::metrics as m;
+use crate::read::offset_in;
 use crate::topics::filter::TopicFilter;
 
 /// What to do when source records disappear before they are copied.
@@ -800,6 +802,8 @@ struct LaneSession<'w> {
     /// The open batch's young records' timestamps, for the latency histogram.
     latency: BatchLatency,
     last_lag_report: Option<Instant>,
+    /// Notices a source consumer that stopped delivering.
+    source_watch: SourceWatch,
     last_source_warning: Cell<Option<Instant>>,
     /// The error of one partition that made the batch fail (returned as a
     /// `Fatal` failure): it stops that partition, not the lane.
@@ -837,6 +841,7 @@ impl<'w> LaneSession<'w> {
             touched_order: Vec::new(),
             latency: BatchLatency::default(),
             last_lag_report: None,
+            source_watch: SourceWatch::new(SILENCE_LIMIT, Instant::now()),
             last_source_warning: Cell::new(None),
             partition_error: RefCell::new(None),
         }
@@ -863,9 +868,15 @@ impl<'w> LaneSession<'w> {
                 return Ok(SessionEnd::Repartitioned);
             }
             self.report_lag();
+            if let Some(detail) = self.silent_source() {
+                return Ok(self.restart("source_silent", detail));
+            }
             let failure = match self.replicate_batch() {
                 Ok(BatchEnd::Committed) => {
                     abort_backoff.reset();
+                    // Silence counts over idle turns only: a commit that
+                    // waited out a slow target did not leave records unread.
+                    self.source_watch.active(Instant::now());
                     continue;
                 }
                 Ok(BatchEnd::Idle) => continue,
@@ -894,6 +905,7 @@ impl<'w> LaneSession<'w> {
                     }
                     self.forget_batch();
                     self.assign()?;
+                    self.source_watch.active(Instant::now());
                     self.worker.sleep_unless_stopped(wait);
                 }
                 Disposition::RestartSession => {
@@ -1040,11 +1052,13 @@ impl<'w> LaneSession<'w> {
             return;
         }
         self.last_lag_report = Some(Instant::now());
-        let mut lane_max = 0;
+        // `None` until a watermark is known: a consumer that fetched
+        // nothing yet says nothing about lag (0 would read "caught up").
+        let mut lane_max = None;
         for c in &self.cursors {
             if let Some(high) = cached_high_watermark(&self.consumer, &c.partition) {
                 let lag = (high - c.committed.next_source_offset).max(0);
-                lane_max = lane_max.max(lag);
+                lane_max = Some(lane_max.unwrap_or(0).max(lag));
                 m::lag(&c.partition, lag);
                 self.worker.health.copy_progress.position(
                     &c.partition,
@@ -1053,7 +1067,52 @@ impl<'w> LaneSession<'w> {
                 );
             }
         }
-        m::lane_max_lag(self.worker.lane, lane_max);
+        if let Some(lane_max) = lane_max {
+            m::lane_max_lag(self.worker.lane, lane_max);
+        }
+    }
+
+    /// Whether the source consumer stopped delivering although committed
+    /// records wait past its positions (see `source_watch.rs`); the detail
+    /// names the partition if so.
+    fn silent_source(&mut self) -> Option<String> {
+        let now = Instant::now();
+        if !self.source_watch.due(now) {
+            return None;
+        }
+        let partitions: Vec<SourcePartition> =
+            self.cursors.iter().map(|c| c.partition.clone()).collect();
+        let ends = match watermarks::fetch_all(&self.consumer, &partitions, METADATA_TIMEOUT) {
+            Ok(ends) => ends,
+            // An outage librdkafka is still riding out, not a silent consumer.
+            Err(detail) => {
+                tracing::debug!(lane = %self.worker.lane, %detail, "asking the source for its ends after a quiet minute");
+                return None;
+            }
+        };
+        let fetched = self.consumer.position().ok();
+        let positions: Vec<i64> = self
+            .cursors
+            .iter()
+            .map(|c| {
+                fetched
+                    .as_ref()
+                    .and_then(|list| offset_in(list, &c.partition.topic, c.partition.partition))
+                    .unwrap_or(c.committed.next_source_offset)
+            })
+            .collect();
+        let committed_ends: Vec<Option<i64>> = partitions
+            .iter()
+            .map(|p| ends.get(p).map(|&(_, high)| high))
+            .collect();
+        let stuck = source_watch::behind(&positions, &committed_ends)?;
+        Some(format!(
+            "{}: the source consumer delivered nothing for {} s although committed records wait at offsets {}..{}; a new session reads with a new consumer",
+            partitions[stuck],
+            SILENCE_LIMIT.as_secs(),
+            positions[stuck],
+            committed_ends[stuck].unwrap_or_default()
+        ))
     }
 
     /// Forgets the open batch (after it was aborted).
@@ -1074,6 +1133,8 @@ impl<'w> LaneSession<'w> {
         // Throttled: no transaction is open yet, so waiting costs nothing
         // but time (bounded, so the session loop still checks lag).
         if !throttle.wait_ready(limits.idle_poll, &self.worker.tenure.stop) {
+            // Not reading on purpose is not a silent source.
+            self.source_watch.active(Instant::now());
             self.producer.serve_events();
             return Ok(BatchEnd::Idle);
         }
@@ -1200,6 +1261,12 @@ impl<'w> LaneSession<'w> {
             "transaction committed"
         );
         self.committed(records, reports);
+        if fault_armed(failpoints::LANE_SOURCE_SILENT) {
+            tracing::warn!(%lane, "fault point {}: the source consumer stops fetching", failpoints::LANE_SOURCE_SILENT);
+            if let Ok(assignment) = self.consumer.assignment() {
+                let _ = self.consumer.pause(&assignment);
+            }
+        }
         Ok(BatchEnd::Committed)
     }
 

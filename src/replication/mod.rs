@@ -16,6 +16,7 @@ pub mod lineage;
 pub mod membership;
 pub mod positions;
 pub mod progress;
+pub mod source_watch;
 pub mod status_topic;
 pub mod stopped;
 pub mod supervisor;
