@@ -21,7 +21,7 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::Path;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer};
@@ -348,9 +348,7 @@ fn connect(
 
 /// A random-enough suffix: two plans at once must not fence each other.
 fn probe_suffix() -> String {
-    let nanos = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos() as u64);
+    let nanos = crate::clock::unix_nanos();
     format!("{:x}", nanos ^ (u64::from(std::process::id()) << 40))
 }
 

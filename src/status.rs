@@ -156,12 +156,6 @@ pub struct StatusReport {
     pub notes: Vec<String>,
 }
 
-fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64)
-}
-
 /// What status reads and how it judges: plain options, built by the
 /// `status` command from its flags.
 #[derive(Debug, Clone)]
@@ -232,7 +226,7 @@ pub fn gather(options: &StatusOptions) -> anyhow::Result<StatusReport> {
             topics.position
         );
     }
-    let at_ms = now_ms();
+    let at_ms = crate::clock::unix_millis();
     let mut notes = Vec::new();
 
     // Status records, latest per lane.

@@ -2,7 +2,7 @@
 //! local cache and hands over to the supervisor.
 
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use anyhow::bail;
 use eosmirror_state::{ClusterIdentity, OpenOutcome, StateStore};
@@ -45,10 +45,7 @@ const TARGET_OVERRIDES: &[(&str, &str)] = &[("enable.idempotence", "true"), ("ac
 const TARGET_MAX_REQUEST_BYTES: usize = 100 << 20;
 
 fn instance_id() -> u64 {
-    let nanos = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos() as u64);
-    nanos ^ (u64::from(std::process::id()) << 32)
+    crate::clock::unix_nanos() ^ (u64::from(std::process::id()) << 32)
 }
 
 /// Runs replication until SIGTERM/SIGINT or a failure.

@@ -253,7 +253,7 @@ impl StatusPublisher {
                 elapsed,
                 &self.identity,
                 running,
-                now_ms(),
+                crate::clock::unix_millis(),
             )
         };
         for record in records {
@@ -290,12 +290,6 @@ impl StatusPublisher {
             tracing::debug!(error = %e, "the last status records were not delivered");
         }
     }
-}
-
-fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64)
 }
 
 #[cfg(test)]
