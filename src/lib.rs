@@ -4,28 +4,44 @@
 //! command line, `commands` turns each command's flags into the plain
 //! options of the engines it drives, `config` turns Java client properties
 //! into librdkafka settings, `topics` selects source topics and prepares
-//! the target, `replication` is the data path (one transactional worker per
-//! source partition), `metrics` and `shutdown` are the operational edges.
+//! the target, `replication` is the data path (transactional lanes, each
+//! copying many source partitions), `verify`, `groups` and `runbook` check
+//! the copy and move consumers onto it, `metrics` and `shutdown` are the
+//! operational edges.
+//!
+//! The library exists for the `eosmirror` binary and its tests, and its
+//! public surface is only what they use: the command line and the commands
+//! run from it, the crash and fault points tests arm, the parsers of user files the fuzz
+//! targets call, and the records kept
+//! on the target ([`wire`]) that tests forge. Every engine is internal, so
+//! the compiler reports what nothing uses.
 
 pub mod cli;
-pub mod clock;
-pub mod clusters;
 pub mod commands;
+/// Public for its user-file parsers only, which the fuzz targets in `fuzz/`
+/// (a crate of their own) call.
 pub mod config;
-pub mod connect;
-pub mod endpoint;
-pub mod error_chain;
 pub mod failpoints;
+pub mod wire;
+
+pub use error_chain::one_line;
+
+mod clock;
+mod clusters;
+mod connect;
+mod endpoint;
+mod error_chain;
 mod ffi;
-pub mod groups;
-pub mod health;
-pub mod metrics;
-pub mod offsets;
-pub mod pattern;
-pub mod plan;
-pub mod read;
-pub mod replication;
-pub mod shutdown;
-pub mod status;
-pub mod topics;
-pub mod verify;
+mod groups;
+mod health;
+mod metrics;
+mod offsets;
+mod pattern;
+mod plan;
+mod read;
+mod replication;
+mod runbook;
+mod shutdown;
+mod status;
+mod topics;
+mod verify;

@@ -9,8 +9,7 @@ use clap::Parser;
 use eosmirror::cli::common::ReportFormat;
 use eosmirror::cli::{Cli, Command, LogFormat};
 use eosmirror::commands;
-use eosmirror::error_chain::one_line;
-use eosmirror::verify::report::Verdict;
+use eosmirror::one_line;
 use tracing_subscriber::EnvFilter;
 
 fn main() -> ExitCode {
@@ -72,7 +71,7 @@ fn execute(command: Command, runtime: &tokio::runtime::Runtime, json: bool) -> E
                         json,
                         format!("eosmirror: could not verify: {}", one_line(&e)),
                     );
-                    ExitCode::from(Verdict::CouldNotVerify.exit_code())
+                    ExitCode::from(commands::verify::Verdict::CouldNotVerify.exit_code())
                 }
             }
         }
@@ -112,7 +111,7 @@ fn execute(command: Command, runtime: &tokio::runtime::Runtime, json: bool) -> E
                         json,
                         format!("eosmirror: plan: could not tell: {}", one_line(&e)),
                     );
-                    ExitCode::from(eosmirror::plan::Verdict::Unknown.exit_code())
+                    ExitCode::from(commands::plan::Verdict::Unknown.exit_code())
                 }
             }
         }

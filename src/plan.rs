@@ -364,10 +364,9 @@ fn probe_transactions(
 ) {
     let id = format!("{base}.plan-probe-{}", probe_suffix());
     let mut config = target.clone();
+    // A transactional id implies idempotence and acks=all, as for the lanes.
     config
         .set("transactional.id", &id)
-        .set("enable.idempotence", "true")
-        .set("acks", "all")
         .set("transaction.timeout.ms", "10000");
     let producer: BaseProducer = match config.create() {
         Ok(p) => p,

@@ -25,11 +25,6 @@ impl Shutdown {
         self.flag.load(Ordering::SeqCst)
     }
 
-    /// The flag itself, for worker threads that poll it.
-    pub fn flag(&self) -> Arc<AtomicBool> {
-        self.flag.clone()
-    }
-
     /// Resolves once shutdown is requested.
     pub async fn wait(&self) {
         loop {

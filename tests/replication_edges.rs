@@ -337,42 +337,6 @@ fn source_truncation_while_running_is_a_named_gap() {
     );
 }
 
-/// The gap error tells the operator how to accept the loss; the flag it
-/// names must be one `eosmirror run` accepts.
-#[test]
-fn source_gap_hint_names_a_flag_that_exists() {
-    use eosmirror::replication::failure::WorkerError;
-    let message = WorkerError::SourceGap {
-        source_partition: eosmirror_state::SourcePartition::new("t", 0),
-        first: 1,
-        end_exclusive: 2,
-    }
-    .to_string();
-    // The suggested flag: `--flag=value` or `--flag value`.
-    let words: Vec<&str> = message
-        .split_whitespace()
-        .map(|w| w.trim_matches(|c: char| !c.is_alphanumeric() && c != '-' && c != '='))
-        .collect();
-    let at = words
-        .iter()
-        .position(|w| w.starts_with("--"))
-        .unwrap_or_else(|| panic!("no flag named in {message:?}"));
-    let hint = words[at];
-    let (flag, value) = hint
-        .split_once('=')
-        .unwrap_or((hint, words.get(at + 1).copied().unwrap_or_default()));
-    let output = std::process::Command::new(env!("CARGO_BIN_EXE_eosmirror"))
-        .args(["run", "--help"])
-        .output()
-        .expect("run eosmirror run --help");
-    let help = String::from_utf8_lossy(&output.stdout);
-    assert!(
-        help.contains(&format!("{flag} <")),
-        "the gap error suggests {hint:?} but `eosmirror run --help` has no {flag}:\n{help}"
-    );
-    assert_eq!(value, "skip", "{message}");
-}
-
 /// With a pattern `--include`, topics created while eosmirror runs and
 /// partitions added to a replicated source topic are picked up at the next
 /// refresh: copied exactly, target topics created or grown to match.

@@ -10,8 +10,7 @@
 
 mod support;
 
-use eosmirror::replication::progress::{InternalTopics, Lineage, ProgressRecord};
-use eosmirror::topics::identity::TopicId;
+use eosmirror::wire::{InternalTopics, Lineage, ProgressRecord, TopicId};
 use eosmirror_state::{OffsetRun, SourcePartition};
 use serde_json::Value;
 use std::time::{Duration, Instant};

@@ -1,156 +1,17 @@
-//! `eosmirror failover`: the source cluster is gone. Apply the translations
-//! of the group offsets `run --groups.sync` last recorded on the target, and
-//! report the recovery point: what the source had that was not replicated
-//! when it was last observed.
-
-use std::collections::BTreeMap;
-use std::fmt::Write as _;
-use std::time::Duration;
-
-use anyhow::bail;
-use serde::Serialize;
+//! `eosmirror failover`: its command line turned into the failover
+//! runbook's options.
 
 use crate::cli::groups_args::FailoverArgs;
-use crate::clusters::Cluster;
-use crate::config::ClientRole;
-use crate::groups::apply::apply;
-use crate::groups::record::read_recorded;
-use crate::groups::translate::{translate_offsets, GroupTranslation};
-use crate::offsets::history::read_mappings;
 use crate::pattern::NamePattern;
-use crate::replication::progress::InternalTopics;
-
-/// A partition's recovery point.
-#[derive(Debug, Clone, Serialize)]
-pub struct PartitionRpo {
-    /// The source topic.
-    pub topic: String,
-    /// The partition (same number on both sides).
-    pub partition: i32,
-    /// Source end offset when last observed.
-    pub source_end: i64,
-    /// Replicated position now (from the mapping on the target).
-    pub replicated_position: i64,
-    /// Source offsets observed on the source but not replicated (an upper
-    /// bound in records: markers count too).
-    pub unreplicated_offsets: i64,
-}
-
-/// What failover did and what may have been lost.
-#[derive(Debug, Clone, Serialize)]
-pub struct FailoverReport {
-    /// Each applied group's translation and what applying it did.
-    pub groups: Vec<GroupTranslation>,
-    /// When the source ends were last observed (ms since the epoch).
-    pub source_observed_at_ms: i64,
-    /// What each partition may have lost: the recovery point.
-    pub rpo: Vec<PartitionRpo>,
-}
-
-impl FailoverReport {
-    pub fn to_text(&self) -> String {
-        let mut out = String::new();
-        for g in &self.groups {
-            out.push_str(&g.to_text());
-        }
-        let _ = writeln!(
-            out,
-            "recovery point (source last observed at {} ms since the epoch):",
-            self.source_observed_at_ms
-        );
-        for p in &self.rpo {
-            let _ = writeln!(
-                out,
-                "  {}-{}: source end {} replicated {}: {} offsets not replicated",
-                p.topic, p.partition, p.source_end, p.replicated_position, p.unreplicated_offsets
-            );
-        }
-        let lost: i64 = self.rpo.iter().map(|p| p.unreplicated_offsets).sum();
-        let _ = writeln!(
-            out,
-            "failover: {} group(s) applied; at most {lost} source offsets were not replicated",
-            self.groups.len()
-        );
-        out
-    }
-}
+use crate::runbook::failover::{failover, FailoverOptions, FailoverReport};
 
 /// Runs `eosmirror failover`. Blocking; never contacts the source.
 pub fn run(args: &FailoverArgs) -> anyhow::Result<FailoverReport> {
-    let pattern = NamePattern::groups("--groups", &args.groups)?;
-    let target = Cluster::connect("target", &args.producer_config, ClientRole::Producer)?;
-    let topics = InternalTopics::for_alias(&args.source_alias);
-    let side = target.side(16 * 1024, Duration::from_secs(120));
-    let recorded = read_recorded(&side, &topics.groups)?;
-    let Some(ends) = recorded.source_ends.clone() else {
-        bail!("{} holds no observation of the source's end offsets: `eosmirror run --groups.sync` never ran for --source.alias {}, so the recovery point is unknown", topics.groups, args.source_alias);
-    };
-    let groups: Vec<_> = recorded
-        .groups
-        .values()
-        .filter(|g| pattern.matches(&g.group))
-        .collect();
-    if groups.is_empty() {
-        bail!(
-            "no recorded group matches --groups {:?} (recorded: {}); only groups synced by `eosmirror run --groups.sync` can fail over",
-            args.groups,
-            recorded.groups.keys().cloned().collect::<Vec<_>>().join(", ")
-        );
-    }
-
-    let mut translations = Vec::new();
-    for g in groups {
-        let offsets: BTreeMap<_, _> = g
-            .offsets
-            .iter()
-            .map(|(t, p, o)| ((t.clone(), *p), *o))
-            .collect();
-        let translation = translate_offsets(&target, &args.source_alias, &g.group, &offsets)?;
-        if translation.target_offsets().is_none() {
-            bail!("{}group {:?} cannot fail over: some partitions have no translation; nothing was committed for it", translation.to_text(), g.group);
-        }
-        translations.push(translation);
-    }
-    // Translate everything first, then apply: a failure leaves no group
-    // half-moved because of another group's problem.
-    for translation in &mut translations {
-        let offsets = translation.target_offsets().expect("checked above");
-        let applied = apply(
-            &target.groups(),
-            &translation.group,
-            &offsets,
-            args.allow_rewind,
-        )?;
-        translation.record_applied(&applied);
-    }
-
-    let wanted = ends
-        .partitions
-        .iter()
-        .map(|(t, p, _, _)| (t.clone(), *p))
-        .collect();
-    let (maps, _) = read_mappings(&side, &topics.progress, &wanted)?;
-    let rpo = ends
-        .partitions
-        .iter()
-        .map(|(topic, partition, source_end, observed_position)| {
-            let position = maps
-                .get(&(topic.clone(), *partition))
-                .and_then(|m| m.replicated_position)
-                .unwrap_or(*observed_position)
-                .max(*observed_position);
-            PartitionRpo {
-                topic: topic.clone(),
-                partition: *partition,
-                source_end: *source_end,
-                replicated_position: position,
-                unreplicated_offsets: (source_end - position).max(0),
-            }
-        })
-        .collect();
-    Ok(FailoverReport {
-        groups: translations,
-        source_observed_at_ms: ends.observed_at_ms,
-        rpo,
+    failover(&FailoverOptions {
+        target_config: args.producer_config.clone(),
+        source_alias: args.source_alias.clone(),
+        groups: NamePattern::groups("--groups", &args.groups)?,
+        groups_given: format!("--groups {:?}", args.groups),
+        allow_rewind: args.allow_rewind,
     })
 }

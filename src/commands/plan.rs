@@ -7,6 +7,9 @@ use crate::cli::plan_args::PlanArgs;
 use crate::plan::{plan, PlanOptions, PlanReport};
 use crate::replication::layout::{Layout, DEFAULT_LANES};
 
+/// The plan's verdict, whose exit code the binary returns.
+pub use crate::plan::Verdict;
+
 /// Runs `eosmirror plan`. Blocking (call from a blocking thread inside a
 /// tokio runtime: see [`plan`]).
 pub fn run(args: &PlanArgs) -> anyhow::Result<PlanReport> {

@@ -9,6 +9,9 @@ use crate::verify::range::{self, Range};
 use crate::verify::report::Report;
 use crate::verify::{verify, Pairing, VerifyOptions};
 
+/// Verify's verdict, whose exit code the binary returns.
+pub use crate::verify::report::Verdict;
+
 /// Runs `eosmirror verify`. Blocking.
 pub fn run(args: &VerifyArgs) -> anyhow::Result<Report> {
     verify(&options(args)?)

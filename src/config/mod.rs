@@ -2,23 +2,13 @@
 //!
 //! Users come from Apache Kafka's MirrorMaker and pass the same `--consumer.config` and
 //! `--producer.config` files. This module reads them exactly as Java does
-//! ([`properties`]), translates Java client keys into librdkafka keys ([`translate`]),
-//! and keeps every secret out of errors, `Debug` output and logs ([`secrets`]). A TLS
+//! ([`properties`]), translates Java client keys into librdkafka keys (`translate`),
+//! and keeps every secret out of errors, `Debug` output and logs (`secrets`). A TLS
 //! file without a trust store trusts the system's CA store, as Java does
-//! ([`SystemStore`]).
+//! (`system_trust`).
 //!
-//! ```no_run
-//! use std::path::Path;
-//! use eosmirror::config::{load_client_config, ClientRole};
-//!
-//! let translated = load_client_config(Path::new("consumer.properties"), ClientRole::Consumer)?;
-//! for dropped in &translated.dropped {
-//!     eprintln!("consumer.properties {dropped}");
-//! }
-//! let mut client_config = translated.client_config();
-//! client_config.set("isolation.level", "read_committed");
-//! # Ok::<(), eosmirror::config::ConfigError>(())
-//! ```
+//! The one call behind both flags is `load_client_config`; what it
+//! drops is reported by the caller, naming the file.
 
 mod error;
 // `jaas`, `jks` and `pem` are public only so that the fuzz targets in fuzz/ (a crate of
@@ -30,27 +20,24 @@ pub mod pem;
 pub mod properties;
 mod role;
 mod rules;
-pub mod secrets;
+mod secrets;
 mod stores;
 mod system_trust;
-pub mod translate;
+mod translate;
 
 use std::path::Path;
 
-pub use error::ConfigError;
-pub use properties::{parse, DuplicateKey, Properties, PropertiesError, Property};
-pub use role::ClientRole;
-pub use secrets::{is_secret_key, redact, Redacted, SafeValue};
-pub use stores::{StoreFormat, StoreProblem};
-pub use system_trust::{StoreOrigin, SystemStore, SystemTrustProblem};
-pub use translate::{translate, DroppedKey, Translated};
+pub(crate) use error::ConfigError;
+pub(crate) use properties::Properties;
+pub(crate) use role::ClientRole;
+pub(crate) use translate::{translate, Translated};
 
 /// Reads the Java client properties file at `path` and translates it for a client of kind
 /// `role`.
 ///
 /// Why: the one call behind `--consumer.config` / `--producer.config`; all errors name
 /// the file.
-pub fn load_client_config(path: &Path, role: ClientRole) -> Result<Translated, ConfigError> {
+pub(crate) fn load_client_config(path: &Path, role: ClientRole) -> Result<Translated, ConfigError> {
     let props = Properties::load(path)?;
     translate(&props, role, path)
 }

@@ -3,11 +3,23 @@
 
 use std::path::{Path, PathBuf};
 
-use super::system_trust::{Candidate, Lookup};
-use super::translate::translate_with;
+use super::properties::{parse, DuplicateKey};
+use super::stores::{StoreFormat, StoreProblem};
+use super::system_trust::{Candidate, Lookup, StoreOrigin, SystemStore};
+use super::translate::{translate_with, DroppedKey};
 use super::*;
 
 const FILE: &str = "/etc/eosmirror/client.properties";
+
+impl Translated {
+    /// The librdkafka value of `key`, if the file produced one.
+    fn get(&self, key: &str) -> Option<&str> {
+        self.settings
+            .iter()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v.as_str())
+    }
+}
 const CERT: &str = "-----BEGIN CERTIFICATE-----\n\
     QUJDREVGR0hJSktMTU5PUFFSU1RVVldYWVphYmNkZWZnaGlqa2xtbm9wcXJzdHV2\n\
     d3h5ejAx\n-----END CERTIFICATE-----\n";

@@ -64,14 +64,6 @@ pub struct Translated {
 }
 
 impl Translated {
-    /// The librdkafka value of `key`, if the file produced one.
-    pub fn get(&self, key: &str) -> Option<&str> {
-        self.settings
-            .iter()
-            .find(|(k, _)| k == key)
-            .map(|(_, v)| v.as_str())
-    }
-
     /// A librdkafka client configuration holding these settings, to which eosmirror adds
     /// the settings it owns.
     pub fn client_config(&self) -> ClientConfig {

@@ -62,11 +62,6 @@ pub enum WorkerError {
     },
     #[error("{lane}: {message}")]
     LaneFatal { lane: Lane, message: String },
-    #[error("{source_partition}: {message}")]
-    Fatal {
-        source_partition: SourcePartition,
-        message: String,
-    },
 }
 
 impl WorkerError {
@@ -96,9 +91,53 @@ impl WorkerError {
             | WorkerError::TopicRecreated {
                 source_partition, ..
             } => Some(source_partition),
-            WorkerError::SourceClusterChanged { .. }
-            | WorkerError::LaneFatal { .. }
-            | WorkerError::Fatal { .. } => None,
+            WorkerError::SourceClusterChanged { .. } | WorkerError::LaneFatal { .. } => None,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    use super::*;
+
+    /// The gap error tells the operator how to accept the loss; the flag it
+    /// names, with the value it suggests, must be one `eosmirror run`
+    /// accepts.
+    #[test]
+    fn source_gap_hint_names_a_flag_run_accepts() {
+        let message = WorkerError::SourceGap {
+            source_partition: SourcePartition::new("t", 0),
+            first: 1,
+            end_exclusive: 2,
+        }
+        .to_string();
+        // The suggested flag: `--flag=value` or `--flag value`.
+        let words: Vec<&str> = message
+            .split_whitespace()
+            .map(|w| w.trim_matches(|c: char| !c.is_alphanumeric() && c != '-' && c != '='))
+            .collect();
+        let at = words
+            .iter()
+            .position(|w| w.starts_with("--"))
+            .unwrap_or_else(|| panic!("no flag named in {message:?}"));
+        let hint = words[at];
+        let (flag, value) = hint
+            .split_once('=')
+            .unwrap_or((hint, words.get(at + 1).copied().unwrap_or_default()));
+        let cli = crate::cli::Cli::command();
+        let run = cli.find_subcommand("run").expect("a run command");
+        let arg = run
+            .get_arguments()
+            .find(|a| a.get_long() == flag.strip_prefix("--"))
+            .unwrap_or_else(|| panic!("the gap error suggests {hint:?} but `run` has no {flag}"));
+        assert!(
+            arg.get_possible_values()
+                .iter()
+                .any(|v| v.matches(value, false)),
+            "the gap error suggests {hint:?} but {flag} does not accept {value:?}"
+        );
+        assert_eq!(value, "skip", "{message}");
     }
 }

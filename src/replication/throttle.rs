@@ -333,25 +333,6 @@ impl Throttle {
         ready
     }
 
-    /// For async callers: resolves once reading may go on.
-    pub async fn ready(&self) {
-        loop {
-            let delay = self.delay_at(tokio::time::Instant::now().into_std());
-            if delay.is_zero() {
-                return;
-            }
-            // Limits may change meanwhile; look again at least every slice.
-            tokio::time::sleep(delay.min(WAIT_SLICE)).await;
-        }
-    }
-
-    /// [`Throttle::charge`] on tokio's clock (which tests may pause).
-    pub fn charge_now(&self, bytes: u64, records: u64) {
-        if self.active.load(Ordering::Relaxed) {
-            self.charge_at(bytes, records, tokio::time::Instant::now().into_std());
-        }
-    }
-
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
         // The state is a few numbers, consistent after every statement.
         self.state.lock().unwrap_or_else(|e| e.into_inner())
@@ -539,52 +520,39 @@ mod tests {
     }
 
     /// Readers that wait for permission and pay per record get exactly the
-    /// configured rate, whatever their batch sizes (tokio's paused clock).
-    #[tokio::test(start_paused = true)]
-    async fn async_readers_get_the_configured_rate() {
-        let throttle = Arc::new(Throttle::new_at(
-            limits(Some(1000), None),
-            tokio::time::Instant::now().into_std(),
-        ));
-        let started = tokio::time::Instant::now();
-        let readers: Vec<_> = [100u64, 250, 3000]
-            .into_iter()
-            .map(|size| {
-                let throttle = throttle.clone();
-                tokio::spawn(async move {
-                    for _ in 0..5 {
-                        throttle.ready().await;
-                        throttle.charge_now(size, 1);
-                    }
-                })
-            })
-            .collect();
-        for r in readers {
-            r.await.unwrap();
+    /// configured rate, whatever their batch sizes (a simulated clock: each
+    /// read waits out the delay the throttle names, then pays).
+    #[test]
+    fn interleaved_readers_get_the_configured_rate() {
+        let started = Instant::now();
+        let throttle = Throttle::new_at(limits(Some(1000), None), started);
+        let mut now = started;
+        let mut last_read_at = now;
+        for _ in 0..5 {
+            for size in [100u64, 250, 3000] {
+                now += throttle.delay_at(now);
+                last_read_at = now;
+                throttle.charge_at(size, 1, now);
+            }
         }
         // 16 750 bytes: one second's burst, then 1000 B/s. The last read
-        // starts when the debt before it is repaid; exactly when depends on
-        // the interleaving, but never before (16 750 − 3000 − 1000) / 1000 s.
-        let took = started.elapsed();
-        assert!(took >= Duration::from_millis(12_750), "{took:?}");
-        assert!(took <= Duration::from_millis(16_750), "{took:?}");
-        // Afterwards the remaining debt is what the last reads left.
-        let debt = throttle.delay_at(tokio::time::Instant::now().into_std());
-        assert!(debt <= Duration::from_secs(3), "{debt:?}");
+        // starts once the debt before it is repaid: (16 750 − 3000 − 1000) /
+        // 1000 s after the start, and not before.
+        assert_eq!(last_read_at - started, Duration::from_millis(12_750));
+        // Afterwards the remaining debt is what the last read left.
+        assert_eq!(throttle.delay_at(now), Duration::from_secs(3));
     }
 
-    #[tokio::test(start_paused = true)]
-    async fn a_slow_limit_paces_each_read() {
-        let throttle = Throttle::new_at(
-            limits(None, Some(2)),
-            tokio::time::Instant::now().into_std(),
-        );
-        let started = tokio::time::Instant::now();
+    #[test]
+    fn a_slow_limit_paces_each_read() {
+        let started = Instant::now();
+        let throttle = Throttle::new_at(limits(None, Some(2)), started);
+        let mut now = started;
         let mut at = Vec::new();
         for _ in 0..6 {
-            throttle.ready().await;
-            at.push(started.elapsed().as_millis());
-            throttle.charge_now(0, 1);
+            now += throttle.delay_at(now);
+            at.push((now - started).as_millis());
+            throttle.charge_at(0, 1, now);
         }
         // The burst (2) plus the one read allowed into debt at once, then
         // one every 500 ms.

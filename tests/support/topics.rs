@@ -9,7 +9,7 @@ use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::types::RDKafkaErrorCode;
 use rdkafka::{Offset, TopicPartitionList};
 
-use super::broker::{block_on, is_timeout, BROKER_TIMEOUT};
+use super::broker::{block_on, is_timeout, is_transient, BROKER_TIMEOUT};
 use super::clusters::{unique_name, Cluster};
 
 /// Creating topics and counting their partitions.
@@ -24,9 +24,10 @@ impl Cluster {
     /// Creates topic `name` with topic-level configs; waits until its metadata
     /// is visible so that producers and consumers can use it at once.
     ///
-    /// A request that times out is sent again through a new client, for up
-    /// to [`BROKER_TIMEOUT`]: after a broker was frozen (tests/failover.rs) or
-    /// stalled by the disk, its first requests can go unanswered while a new
+    /// A request that times out or loses its connection is sent again
+    /// through a new client, for up to [`BROKER_TIMEOUT`]: after a broker was
+    /// frozen (tests/failover.rs) or stalled by the disk, its first requests
+    /// can go unanswered or see their connection closed while a new
     /// connection is served at once. A retry that finds the topic created is
     /// a success: the name is this test's own.
     pub fn create_topic_with(&self, name: &str, partitions: i32, configs: &[(&str, &str)]) {
@@ -58,8 +59,9 @@ impl Cluster {
                     }
                     break;
                 }
-                Err(e) if is_timeout(&e) && Instant::now() < deadline => {
+                Err(e) if (is_timeout(&e) || is_transient(&e)) && Instant::now() < deadline => {
                     eprintln!("{}: create topic {name}: {e}; retrying", self.name);
+                    std::thread::sleep(Duration::from_millis(200));
                 }
                 Err(e) => panic!("{}: create topic {name}: {e}", self.name),
             }

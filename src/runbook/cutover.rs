@@ -1,0 +1,394 @@
+//! Cutover: the orderly migration runbook, run by `eosmirror cutover`.
+//!
+//! 1. Report whether producers still write to the source, and sample each
+//!    source partition's high watermark.
+//! 2. Wait (bounded by [`CutoverOptions::timeout`]) until every source transaction open
+//!    at that sample has ended (the last stable offset reached the sampled
+//!    high watermark) and the replicated position of every partition
+//!    reaches the source's end of committed data. An open transaction keeps
+//!    the end of committed data still while it lasts; its commit would add
+//!    records the copy lacks, so a cutover that did not wait for it would
+//!    report a complete copy and lose them.
+//! 3. Verify the copy's tail (or all of it).
+//! 4. Move each consumer group: its source offsets, translated exactly, are
+//!    committed to the same group on the target.
+//! 5. Report; exit 0 only if all of it holds. Running it again is safe: a
+//!    group already moved is left unchanged.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::time::{Duration, Instant};
+
+use anyhow::bail;
+use serde::Serialize;
+
+use crate::clusters::{connect_both, Endpoints};
+use crate::groups::apply::apply;
+use crate::groups::translate::{replicated_partitions, translate_offsets, GroupTranslation};
+use crate::groups::TopicPartition;
+use crate::offsets::history::read_positions;
+use crate::pattern::NamePattern;
+use crate::read::{first_committed, first_record, Side};
+use crate::replication::progress::InternalTopics;
+use crate::topics::filter::TopicFilter;
+use crate::verify::range::Range;
+use crate::verify::report::{Report, Verdict};
+use crate::verify::{verify, Pairing, VerifyOptions};
+
+/// How often replication progress is checked while waiting.
+const POLL: Duration = Duration::from_secs(1);
+
+/// What a cutover moves and how long it may wait.
+#[derive(Debug, Clone)]
+pub struct CutoverOptions {
+    /// Both clusters, and the alias whose offset mapping translates the
+    /// groups.
+    pub endpoints: Endpoints,
+    /// The replicated source topics whose copy must be complete.
+    pub topics: TopicFilter,
+    /// The topic options as given: the error when no topic matches quotes
+    /// them.
+    pub topics_given: String,
+    /// The consumer groups moved to the target.
+    pub groups: NamePattern,
+    /// The group option as given: the problem when no group matches quotes
+    /// it.
+    pub groups_given: String,
+    /// Longest wait for the copy to reach the source's end of committed
+    /// data; the outage window's budget.
+    pub timeout: Duration,
+    /// The part of each partition verified before any group moves: the
+    /// copy's tail by default, since the copy was verifiable all along.
+    pub verify_range: Range,
+    /// Whether a group's target offsets may move backwards (a group that
+    /// already consumed past the translation on the target).
+    pub allow_rewind: bool,
+}
+
+/// One partition's state at the end of the wait.
+#[derive(Debug, Clone, Serialize)]
+pub struct PartitionCatchUp {
+    /// The source topic.
+    pub topic: String,
+    /// The partition (same number on both sides).
+    pub partition: i32,
+    /// End of committed source data (the last stable offset).
+    pub source_end: i64,
+    /// The next source offset to copy, from the position topic (the
+    /// partition's first offset when it has no position yet).
+    pub replicated_position: i64,
+    /// Committed source records not yet replicated (0: caught up).
+    pub lag: i64,
+    /// Source offsets `[from, to)` still held by a transaction that was
+    /// open when cutover started: from the last stable offset to the high
+    /// watermark sampled then. `None` once every such transaction ended.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub open_transaction: Option<(i64, i64)>,
+}
+
+impl PartitionCatchUp {
+    fn settled(&self) -> bool {
+        self.lag == 0 && self.open_transaction.is_none()
+    }
+}
+
+/// The cutover report.
+#[derive(Debug, Clone, Serialize)]
+pub struct CutoverReport {
+    /// Partitions whose source end moved while cutover looked (producers
+    /// still writing).
+    pub source_still_written: Vec<String>,
+    /// Every replicated partition at the end of the wait.
+    pub partitions: Vec<PartitionCatchUp>,
+    /// Whether the copy reached the source's end of committed data within
+    /// the timeout; verify and the groups wait for it.
+    pub caught_up: bool,
+    /// Verify's report on the copy's tail (or all of it);
+    /// `None` when the copy did not catch up.
+    pub verify: Option<Report>,
+    /// Each moved group's translation and what applying it did.
+    pub groups: Vec<GroupTranslation>,
+    /// Why cutover did not complete; empty when it did.
+    pub problems: Vec<String>,
+}
+
+impl CutoverReport {
+    pub fn complete(&self) -> bool {
+        self.problems.is_empty()
+    }
+
+    pub fn to_text(&self) -> String {
+        let mut out = String::new();
+        if !self.source_still_written.is_empty() {
+            let _ = writeln!(
+                out,
+                "source still written to: {}",
+                self.source_still_written.join(", ")
+            );
+        }
+        for p in &self.partitions {
+            let _ = write!(
+                out,
+                "{}-{}: source end {} replicated {} lag {}",
+                p.topic, p.partition, p.source_end, p.replicated_position, p.lag
+            );
+            if let Some((from, to)) = p.open_transaction {
+                let _ = write!(out, "; offsets [{from}, {to}) in an open transaction");
+            }
+            out.push('\n');
+        }
+        if let Some(v) = &self.verify {
+            out.push_str(&v.to_text());
+        }
+        for g in &self.groups {
+            out.push_str(&g.to_text());
+        }
+        for problem in &self.problems {
+            let _ = writeln!(out, "problem: {problem}");
+        }
+        let _ = writeln!(
+            out,
+            "cutover: {}",
+            if self.complete() {
+                "COMPLETE: the target holds an exact copy and the groups are moved"
+            } else {
+                "NOT COMPLETE"
+            }
+        );
+        out
+    }
+}
+
+/// Source ends of committed data and replicated positions, per partition,
+/// and which transactions open at `sampled` (high watermarks taken when
+/// cutover started) still hold their partition.
+fn catch_up(
+    source: &Side,
+    target: &Side,
+    alias: &str,
+    partitions: &[TopicPartition],
+    sampled: &BTreeMap<TopicPartition, i64>,
+) -> anyhow::Result<Vec<PartitionCatchUp>> {
+    let wanted = partitions.iter().cloned().collect();
+    let positions = read_positions(target, &InternalTopics::for_alias(alias).position, &wanted)?;
+    let mut out = Vec::new();
+    for tp in partitions {
+        let (topic, partition) = tp;
+        let (low, stable) = source.stable_watermarks(topic, *partition)?;
+        let sampled_high = sampled[tp];
+        let position = positions.get(tp).map_or(low, |p| p.next_source_offset);
+        // Past the position, only transaction markers or aborted records
+        // may remain for the partition to count as caught up.
+        let next = if position < stable {
+            first_committed(source, topic, *partition, position.max(low), stable)?
+        } else {
+            None
+        };
+        out.push(PartitionCatchUp {
+            topic: topic.clone(),
+            partition: *partition,
+            source_end: stable,
+            replicated_position: position,
+            lag: next.map_or(0, |n| stable - n),
+            open_transaction: (stable < sampled_high).then_some((stable, sampled_high)),
+        });
+    }
+    Ok(out)
+}
+
+/// High watermarks: they move with every record written, committed,
+/// aborted or in a transaction still open.
+fn high_watermarks(
+    source: &Side,
+    partitions: &[TopicPartition],
+) -> anyhow::Result<BTreeMap<TopicPartition, i64>> {
+    partitions
+        .iter()
+        .map(|(t, p)| Ok(((t.clone(), *p), source.watermarks(t, *p)?.1)))
+        .collect()
+}
+
+/// Partitions that received records between two samples of their high
+/// watermarks. A transaction marker alone moves the high watermark too (a
+/// transaction cutover waited for has ended): that is not a write.
+fn written_between(
+    source: &Side,
+    before: &BTreeMap<TopicPartition, i64>,
+    after: &BTreeMap<TopicPartition, i64>,
+) -> anyhow::Result<Vec<String>> {
+    let mut written = Vec::new();
+    for ((topic, partition), &end) in after {
+        let start = before[&(topic.clone(), *partition)];
+        if end > start && first_record(source, topic, *partition, start, end, false)?.is_some() {
+            written.push(format!("{topic}-{partition}"));
+        }
+    }
+    Ok(written)
+}
+
+/// Partitions an open source transaction still holds, with the offsets.
+fn held_partitions(state: &[PartitionCatchUp]) -> Vec<String> {
+    state
+        .iter()
+        .filter_map(|p| {
+            p.open_transaction
+                .map(|(from, to)| format!("{}-{} (offsets [{from}, {to}))", p.topic, p.partition))
+        })
+        .collect()
+}
+
+/// Names the partitions still held by an open source transaction and what
+/// to do about it.
+fn open_transactions_problem(state: &[PartitionCatchUp], timeout: Duration) -> Option<String> {
+    let held = held_partitions(state);
+    (!held.is_empty()).then(|| {
+        format!(
+            "source transactions that were open when cutover started did not end within {} ms: {}. Their records are neither committed nor aborted; a commit would add records the copy does not hold. librdkafka has no DescribeProducers or ListTransactions request, so eosmirror cannot name the transactional id: `kafka-transactions.sh --bootstrap-server <source> describe-producers --topic <topic> --partition <partition>` names the producer, and its `find-hanging` command finds transactions no producer will end. Let that producer commit or abort (or stop its application), then run cutover again",
+            timeout.as_millis(),
+            held.join(", ")
+        )
+    })
+}
+
+/// Runs a cutover. Blocking.
+pub fn cutover(options: &CutoverOptions) -> anyhow::Result<CutoverReport> {
+    let endpoints = &options.endpoints;
+    let alias = &endpoints.source_alias;
+    let timeout_ms = options.timeout.as_millis();
+    let (source, target) = connect_both(endpoints)?;
+    let partitions = replicated_partitions(&source, &target, Some(&options.topics))?;
+    if partitions.is_empty() {
+        bail!(
+            "no topic matching {} exists on both clusters",
+            options.topics_given
+        );
+    }
+    let mut problems = Vec::new();
+
+    // 1. Producer activity, and the high watermarks every transaction open
+    // now has to get past before the copy can be complete.
+    let source_side = source.side(1024, Duration::from_secs(120));
+    let target_side = target.side(16 * 1024, Duration::from_secs(120));
+    let before = high_watermarks(&source_side, &partitions)?;
+    std::thread::sleep(Duration::from_secs(2));
+    let after = high_watermarks(&source_side, &partitions)?;
+    let moving = written_between(&source_side, &before, &after)?;
+
+    // 2. Wait for those transactions to end and the copy to reach the
+    // source's end.
+    let deadline = Instant::now() + options.timeout;
+    let mut announced = Vec::new();
+    let (caught_up, state) = loop {
+        let state = catch_up(&source_side, &target_side, alias, &partitions, &before)?;
+        if state.iter().all(PartitionCatchUp::settled) {
+            break (true, state);
+        }
+        let held = held_partitions(&state);
+        if !held.is_empty() && held != announced {
+            tracing::info!(partitions = %held.join(", "), timeout_ms, "waiting for source transactions that were open when cutover started to end");
+            announced = held;
+        }
+        if Instant::now() >= deadline {
+            break (false, state);
+        }
+        std::thread::sleep(POLL);
+    };
+    if !caught_up {
+        problems.extend(open_transactions_problem(&state, options.timeout));
+        let behind: Vec<String> = state
+            .iter()
+            .filter(|p| p.lag > 0)
+            .map(|p| format!("{}-{} ({} behind)", p.topic, p.partition, p.lag))
+            .collect();
+        if !behind.is_empty() {
+            problems.push(format!(
+                "replication did not reach the source's end within {timeout_ms} ms: {}; is `eosmirror run` running for --source.alias {alias}?",
+                behind.join(", ")
+            ));
+        }
+    }
+    // Producers still writing now make any copy out of date at once.
+    let end = high_watermarks(&source_side, &partitions)?;
+    let still = written_between(&source_side, &after, &end)?;
+    if !still.is_empty() {
+        problems.push(format!(
+            "producers are still writing to the source ({}); stop them, then run cutover again",
+            still.join(", ")
+        ));
+    }
+
+    // 3. Verify.
+    let mut verify_report = None;
+    if caught_up {
+        let verify_options = VerifyOptions {
+            endpoints: endpoints.clone(),
+            topics: options.topics.clone(),
+            topics_given: options.topics_given.clone(),
+            range: options.verify_range,
+            pairing: Pairing::Mapped,
+            parallelism: 4,
+            max_memory_bytes: 64 << 20,
+            // The outage window is on: verify reads as fast as it can.
+            throttle_bytes_per_sec: None,
+            stall_timeout: Duration::from_secs(120),
+        };
+        let report = verify(&verify_options)?;
+        if report.verdict != Verdict::Exact {
+            problems.push(format!("verify found the copy {:?}", report.verdict));
+        }
+        verify_report = Some(report);
+    }
+
+    // 4. Groups, only onto a complete, exact copy.
+    let mut groups = Vec::new();
+    if problems.is_empty() {
+        let names: Vec<String> = source
+            .groups()
+            .list_groups()?
+            .into_iter()
+            .filter(|g| options.groups.matches(g))
+            .collect();
+        if names.is_empty() {
+            problems.push(format!(
+                "no consumer group on the source matches {}",
+                options.groups_given
+            ));
+        }
+        for group in names {
+            let membership = source.groups().membership(&group)?;
+            if !membership.members.is_empty() {
+                problems.push(format!(
+                    "group {group:?} still has active members on the source ({}); stop its consumers so its offsets are final, then run cutover again",
+                    membership.members.join(", ")
+                ));
+                continue;
+            }
+            let offsets = source.groups().committed(&group, &partitions)?;
+            if offsets.is_empty() {
+                continue;
+            }
+            let mut translation = translate_offsets(&target, alias, &group, &offsets)?;
+            match translation.target_offsets() {
+                None => problems.push(format!(
+                    "group {group:?}: some partitions have no translation"
+                )),
+                Some(to_commit) => {
+                    match apply(&target.groups(), &group, &to_commit, options.allow_rewind) {
+                        Ok(applied) => translation.record_applied(&applied),
+                        Err(e) => problems.push(e.to_string()),
+                    }
+                }
+            }
+            groups.push(translation);
+        }
+    }
+
+    Ok(CutoverReport {
+        source_still_written: moving,
+        partitions: state,
+        caught_up,
+        verify: verify_report,
+        groups,
+        problems,
+    })
+}
