@@ -8,7 +8,7 @@
 //!   the credentials' `Debug` output or in the error text.
 #![no_main]
 
-use eosmirror::config::jaas::{credentials, parse, JaasProblem};
+use eosmirror::config::jaas::{credentials, parse, JaasError};
 use libfuzzer_sys::fuzz_target;
 
 const MODULES: &[&str] = &[
@@ -67,7 +67,7 @@ fn check_built_line(selector: u8, text: &str) {
     for features in FEATURES {
         let shown = match credentials(&entry, features) {
             Ok(c) => format!("{c:?}"),
-            Err(JaasProblem::Syntax(m) | JaasProblem::Unsupported(m)) => m,
+            Err(JaasError::Syntax(m) | JaasError::Unsupported(m)) => m,
         };
         assert!(
             !shown.contains(MARK),

@@ -8,8 +8,8 @@ use std::path::PathBuf;
 
 use super::properties::PropertiesError;
 use super::secrets::SafeValue;
-use super::stores::StoreProblem;
-use super::system_trust::SystemTrustProblem;
+use super::stores::StoreError;
+use super::system_trust::SystemTrustError;
 
 /// A client configuration file that eosmirror cannot turn into librdkafka settings.
 #[derive(Debug, thiserror::Error)]
@@ -110,7 +110,7 @@ pub enum ConfigError {
         /// The store file.
         path: PathBuf,
         /// What is wrong and which setting to change (boxed: it is the largest variant).
-        problem: Box<StoreProblem>,
+        problem: Box<StoreError>,
     },
 
     /// A key or trust store file named in the configuration cannot be read.
@@ -173,6 +173,6 @@ pub enum ConfigError {
         /// `SSL` or `SASL_SSL`, as written.
         protocol: String,
         /// What the lookup found wrong.
-        problem: SystemTrustProblem,
+        problem: SystemTrustError,
     },
 }

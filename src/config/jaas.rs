@@ -80,7 +80,7 @@ impl fmt::Debug for SaslCredentials {
 
 /// Why a JAAS line cannot be used.
 #[derive(Debug, PartialEq, Eq)]
-pub enum JaasProblem {
+pub enum JaasError {
     /// Not valid JAAS syntax.
     Syntax(String),
     /// Valid, but not something eosmirror translates; the text says what to write instead.
@@ -235,8 +235,8 @@ fn describe_module(module: &str) -> String {
 }
 
 /// Parses a client's `sasl.jaas.config` value: exactly one login module entry.
-pub fn parse(text: &str) -> Result<JaasEntry, JaasProblem> {
-    let syntax = JaasProblem::Syntax;
+pub fn parse(text: &str) -> Result<JaasEntry, JaasError> {
+    let syntax = JaasError::Syntax;
     let mut tokens = Tokenizer {
         chars: text.chars().peekable(),
     };
@@ -310,7 +310,7 @@ pub fn parse(text: &str) -> Result<JaasEntry, JaasProblem> {
 /// Maps a parsed entry to librdkafka credentials. `features` is librdkafka's
 /// `builtin.features` list, used to say whether the alternative settings would work in
 /// this build.
-pub fn credentials(entry: &JaasEntry, features: &str) -> Result<SaslCredentials, JaasProblem> {
+pub fn credentials(entry: &JaasEntry, features: &str) -> Result<SaslCredentials, JaasError> {
     let has = |feature: &str| features.split(',').any(|f| f.trim() == feature);
     let module = entry.module.as_str();
     if module == PLAIN_MODULE || module == SCRAM_MODULE {
@@ -329,16 +329,16 @@ pub fn credentials(entry: &JaasEntry, features: &str) -> Result<SaslCredentials,
             describe_module(module)
         )
     };
-    Err(JaasProblem::Unsupported(text))
+    Err(JaasError::Unsupported(text))
 }
 
-fn user_password(entry: &JaasEntry) -> Result<SaslCredentials, JaasProblem> {
+fn user_password(entry: &JaasEntry) -> Result<SaslCredentials, JaasError> {
     let short = entry.module.rsplit('.').next().unwrap_or(&entry.module);
     if entry
         .option("tokenauth")
         .is_some_and(|v| v.eq_ignore_ascii_case("true"))
     {
-        return Err(JaasProblem::Unsupported(
+        return Err(JaasError::Unsupported(
             "tokenauth=true (delegation token login) is not supported by librdkafka; \
              use a SCRAM user's own credentials"
                 .into(),
@@ -348,7 +348,7 @@ fn user_password(entry: &JaasEntry) -> Result<SaslCredentials, JaasProblem> {
         entry
             .option(name)
             .map(str::to_string)
-            .ok_or_else(|| JaasProblem::Syntax(format!("{short} needs a `{name}` option")))
+            .ok_or_else(|| JaasError::Syntax(format!("{short} needs a `{name}` option")))
     };
     Ok(SaslCredentials {
         username: get("username")?,
@@ -429,13 +429,13 @@ fn oauth_instructions(entry: &JaasEntry, supported: bool) -> String {
 mod tests {
     use super::*;
 
-    fn creds(text: &str) -> Result<SaslCredentials, JaasProblem> {
+    fn creds(text: &str) -> Result<SaslCredentials, JaasError> {
         credentials(&parse(text)?, "ssl,sasl_plain,sasl_scram,sasl_oauthbearer")
     }
 
     fn syntax_error(text: &str) -> String {
         match parse(text) {
-            Err(JaasProblem::Syntax(msg)) => msg,
+            Err(JaasError::Syntax(msg)) => msg,
             other => panic!("expected a syntax error for {text:?}, got {other:?}"),
         }
     }
@@ -507,13 +507,13 @@ mod tests {
                 .unwrap_err();
         assert_eq!(
             err,
-            JaasProblem::Syntax("PlainLoginModule needs a `password` option".into())
+            JaasError::Syntax("PlainLoginModule needs a `password` option".into())
         );
         let err = creds(
             "org.apache.kafka.common.security.scram.ScramLoginModule required username=u password=p tokenauth=true;",
         )
         .unwrap_err();
-        assert!(matches!(err, JaasProblem::Unsupported(m) if m.contains("tokenauth")));
+        assert!(matches!(err, JaasError::Unsupported(m) if m.contains("tokenauth")));
     }
 
     #[test]
@@ -522,8 +522,7 @@ mod tests {
             r#"com.sun.security.auth.module.Krb5LoginModule required useKeyTab=true storeKey=true keyTab="/etc/k/client.keytab" principal="client@EXAMPLE.COM";"#,
         )
         .unwrap();
-        let JaasProblem::Unsupported(msg) = credentials(&entry, "ssl,sasl_plain").unwrap_err()
-        else {
+        let JaasError::Unsupported(msg) = credentials(&entry, "ssl,sasl_plain").unwrap_err() else {
             panic!()
         };
         assert!(
@@ -536,7 +535,7 @@ mod tests {
         );
         assert!(msg.contains("sasl.mechanism=GSSAPI"), "{msg}");
         assert!(msg.contains("no GSSAPI support"), "{msg}");
-        let JaasProblem::Unsupported(msg) = credentials(&entry, "ssl,sasl_gssapi").unwrap_err()
+        let JaasError::Unsupported(msg) = credentials(&entry, "ssl,sasl_gssapi").unwrap_err()
         else {
             panic!()
         };
@@ -549,7 +548,7 @@ mod tests {
             r#"org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required clientId="mirror" clientSecret="hunter2-SECRET" scope="kafka";"#,
         )
         .unwrap();
-        let JaasProblem::Unsupported(msg) = credentials(&entry, "ssl").unwrap_err() else {
+        let JaasError::Unsupported(msg) = credentials(&entry, "ssl").unwrap_err() else {
             panic!()
         };
         assert!(msg.contains("sasl.oauthbearer.method=oidc"), "{msg}");
@@ -562,7 +561,7 @@ mod tests {
             r#"org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required unsecuredLoginStringClaim_sub="alice";"#,
         )
         .unwrap();
-        let JaasProblem::Unsupported(msg) = credentials(&entry, "ssl,oidc").unwrap_err() else {
+        let JaasError::Unsupported(msg) = credentials(&entry, "ssl,oidc").unwrap_err() else {
             panic!()
         };
         assert!(
@@ -575,7 +574,7 @@ mod tests {
     #[test]
     fn unknown_module_is_refused() {
         let entry = parse("com.example.MyLoginModule required;").unwrap();
-        let JaasProblem::Unsupported(msg) = credentials(&entry, "").unwrap_err() else {
+        let JaasError::Unsupported(msg) = credentials(&entry, "").unwrap_err() else {
             panic!()
         };
         assert!(

@@ -9,7 +9,7 @@
 //! from the file itself; `ssl.*store.type` only decides when the content is not
 //! recognisable (Java 9+ reads JKS and PKCS#12 under either type, too).
 //!
-//! Every failure is a [`StoreProblem`] naming the setting to change; none quotes a
+//! Every failure is a [`StoreError`] naming the setting to change; none quotes a
 //! password or key material.
 
 use std::fmt;
@@ -107,7 +107,7 @@ pub(crate) fn read_store(
 /// Why a type: the messages are the user's only clue when TLS setup fails; each names
 /// the Java setting to fix and never a password or key material.
 #[derive(Debug, thiserror::Error)]
-pub enum StoreProblem {
+pub enum StoreError {
     /// The store's integrity check failed with the configured password.
     #[error(
         "the {format} store's integrity check failed: {setting} is not this store's password \
@@ -227,13 +227,13 @@ struct Decoded {
 pub(crate) fn trust_store_settings(
     store: &StoreFile,
     password: Option<&str>,
-) -> Result<Vec<(&'static str, String)>, StoreProblem> {
+) -> Result<Vec<(&'static str, String)>, StoreError> {
     if store.format == StoreFormat::Pem {
         return Ok(vec![("ssl.ca.location", store.path.clone())]);
     }
     let decoded = decode(store, Kind::Trust, password, None)?;
     if decoded.certs.is_empty() {
-        return Err(StoreProblem::NoCertificates);
+        return Err(StoreError::NoCertificates);
     }
     Ok(vec![("ssl.ca.pem", certs_pem(&decoded.certs, store)?)])
 }
@@ -248,7 +248,7 @@ pub(crate) fn key_store_settings(
     store: &StoreFile,
     store_password: Option<&str>,
     key_password: Option<&str>,
-) -> Result<Vec<(&'static str, String)>, StoreProblem> {
+) -> Result<Vec<(&'static str, String)>, StoreError> {
     if store.format == StoreFormat::Pem {
         return Ok(vec![
             ("ssl.certificate.location", store.path.clone()),
@@ -257,7 +257,7 @@ pub(crate) fn key_store_settings(
     }
     let decoded = decode(store, Kind::Key, store_password, key_password)?;
     let Some((key, chain)) = decoded.key else {
-        return Err(StoreProblem::NoPrivateKey);
+        return Err(StoreError::NoPrivateKey);
     };
     let key_pem = key
         .private_key_to_pem_pkcs8()
@@ -271,14 +271,14 @@ pub(crate) fn key_store_settings(
     ])
 }
 
-fn damaged(store: &StoreFile, detail: &str) -> StoreProblem {
-    StoreProblem::Damaged {
+fn damaged(store: &StoreFile, detail: &str) -> StoreError {
+    StoreError::Damaged {
         format: store.format,
         detail: detail.to_string(),
     }
 }
 
-fn certs_pem(certs: &[X509], store: &StoreFile) -> Result<String, StoreProblem> {
+fn certs_pem(certs: &[X509], store: &StoreFile) -> Result<String, StoreError> {
     let mut out = String::new();
     for cert in certs {
         let pem = cert
@@ -294,7 +294,7 @@ fn decode(
     kind: Kind,
     password: Option<&str>,
     key_password: Option<&str>,
-) -> Result<Decoded, StoreProblem> {
+) -> Result<Decoded, StoreError> {
     match store.format {
         StoreFormat::Jks | StoreFormat::Jceks => decode_jks(store, kind, password, key_password),
         StoreFormat::Pkcs12 => decode_pkcs12(store, kind, password),
@@ -320,17 +320,17 @@ fn decode_jks(
     kind: Kind,
     password: Option<&str>,
     key_password: Option<&str>,
-) -> Result<Decoded, StoreProblem> {
+) -> Result<Decoded, StoreError> {
     let parsed = jks::parse(&store.bytes, password).map_err(|e| match e {
-        JksError::WrongPassword => StoreProblem::WrongStorePassword {
+        JksError::WrongPassword => StoreError::WrongStorePassword {
             setting: kind.password_setting(),
             format: store.format,
         },
-        JksError::Damaged(detail) => StoreProblem::Damaged {
+        JksError::Damaged(detail) => StoreError::Damaged {
             format: store.format,
             detail,
         },
-        JksError::SecretKeyEntry(alias) => StoreProblem::NeedsConversion {
+        JksError::SecretKeyEntry(alias) => StoreError::NeedsConversion {
             detail: format!(
                 "the JCEKS store holds a secret key entry (`{alias}`), which only a JVM can \
                  read"
@@ -370,18 +370,18 @@ fn decode_jks(
                 (Some(k), _) => ("ssl.key.password", k),
                 (None, Some(p)) => ("ssl.keystore.password", p),
                 (None, None) => {
-                    return Err(StoreProblem::PasswordNeeded {
+                    return Err(StoreError::PasswordNeeded {
                         setting: "ssl.keystore.password",
                         format: store.format,
                     })
                 }
             };
             let pkcs8 = jks::recover_key(protected, pw).map_err(|e| match e {
-                KeyError::WrongPassword => StoreProblem::WrongKeyPassword {
+                KeyError::WrongPassword => StoreError::WrongKeyPassword {
                     alias: alias.clone(),
                     setting,
                 },
-                KeyError::UnsupportedProtection => StoreProblem::NeedsConversion {
+                KeyError::UnsupportedProtection => StoreError::NeedsConversion {
                     detail: format!(
                         "the private key `{alias}` is protected with an algorithm only a JVM \
                          implements (JCEKS keys use PBEWithMD5AndTripleDES)"
@@ -395,7 +395,7 @@ fn decode_jks(
             Some((key, chain))
         }
         (Kind::Key, _) => {
-            return Err(StoreProblem::SeveralKeys {
+            return Err(StoreError::SeveralKeys {
                 path: store.path.clone(),
                 aliases: keys.iter().map(|(a, _, _)| a.to_string()).collect(),
             })
@@ -408,7 +408,7 @@ fn decode_pkcs12(
     store: &StoreFile,
     kind: Kind,
     password: Option<&str>,
-) -> Result<Decoded, StoreProblem> {
+) -> Result<Decoded, StoreError> {
     let p12 =
         Pkcs12::from_der(&store.bytes).map_err(|_| damaged(store, "the content is not PKCS#12"))?;
     // Java reads a password-less PKCS#12 store only when nothing in it is encrypted and
@@ -417,18 +417,18 @@ fn decode_pkcs12(
         let reasons = e.to_string().to_ascii_lowercase();
         if reasons.contains("mac verify") || reasons.contains("decrypt") {
             if password.is_none() {
-                StoreProblem::PasswordNeeded {
+                StoreError::PasswordNeeded {
                     setting: kind.password_setting(),
                     format: store.format,
                 }
             } else {
-                StoreProblem::WrongStorePassword {
+                StoreError::WrongStorePassword {
                     setting: kind.password_setting(),
                     format: store.format,
                 }
             }
         } else if reasons.contains("unsupported") {
-            StoreProblem::NeedsConversion {
+            StoreError::NeedsConversion {
                 detail: "the PKCS12 store is encrypted with a legacy algorithm (such as \
                          RC2-40, written by older JDKs and OpenSSL 1.x) that eosmirror's \
                          OpenSSL does not include"
@@ -727,7 +727,7 @@ mod tests {
             assert!(
                 matches!(
                     trust_store_settings(&t, Some("nope")),
-                    Err(StoreProblem::WrongStorePassword {
+                    Err(StoreError::WrongStorePassword {
                         setting: "ssl.truststore.password",
                         ..
                     })
@@ -739,7 +739,7 @@ mod tests {
         assert!(trust_store_settings(&read(d, "t.jks"), None).is_ok());
         assert!(matches!(
             trust_store_settings(&read(d, "t.p12"), None),
-            Err(StoreProblem::PasswordNeeded { .. })
+            Err(StoreError::PasswordNeeded { .. })
         ));
 
         // JKS key store: the key password decrypts the key; the store password alone
@@ -758,7 +758,7 @@ mod tests {
         assert!(
             matches!(
                 e,
-                StoreProblem::WrongKeyPassword {
+                StoreError::WrongKeyPassword {
                     setting: "ssl.keystore.password",
                     ..
                 }
@@ -770,7 +770,7 @@ mod tests {
         assert!(
             matches!(
                 e,
-                StoreProblem::WrongKeyPassword {
+                StoreError::WrongKeyPassword {
                     setting: "ssl.key.password",
                     ..
                 }
@@ -781,7 +781,7 @@ mod tests {
         assert!(
             matches!(
                 e,
-                StoreProblem::WrongStorePassword {
+                StoreError::WrongStorePassword {
                     setting: "ssl.keystore.password",
                     ..
                 }
@@ -794,12 +794,12 @@ mod tests {
         check_pair(&key_store_settings(&k, Some("p12-pw"), None).unwrap());
         assert!(matches!(
             key_store_settings(&k, Some("wrong"), None),
-            Err(StoreProblem::WrongStorePassword { .. })
+            Err(StoreError::WrongStorePassword { .. })
         ));
         // A trust store has no key.
         assert!(matches!(
             key_store_settings(&read(d, "t.jks"), Some("trust-pw"), None),
-            Err(StoreProblem::NoPrivateKey)
+            Err(StoreError::NoPrivateKey)
         ));
 
         // No message carries a password.
@@ -817,7 +817,7 @@ mod tests {
 
     #[test]
     fn several_keys_name_the_keytool_command() {
-        let e = StoreProblem::SeveralKeys {
+        let e = StoreError::SeveralKeys {
             path: "/x/my keys.jks".into(),
             aliases: vec!["a".into(), "b".into()],
         };

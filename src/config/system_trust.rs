@@ -97,7 +97,7 @@ impl fmt::Display for SystemStore {
 
 /// Why no system CA store can be used. Messages name paths only, and the fixes.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-pub enum SystemTrustProblem {
+pub enum SystemTrustError {
     /// `SSL_CERT_FILE` is set but names no readable, non-empty file. Not skipped: the
     /// user asked for that file, and silently trusting another store instead would trust
     /// more than intended.
@@ -128,7 +128,7 @@ fn none_of(tried: &[PathBuf]) -> String {
 
 /// Finds the CA store to trust: `SSL_CERT_FILE` if set, else `SSL_CERT_DIR` if set, else
 /// the first usable path of `lookup.candidates`. An empty variable counts as unset.
-pub(crate) fn find(lookup: &Lookup<'_>) -> Result<SystemStore, SystemTrustProblem> {
+pub(crate) fn find(lookup: &Lookup<'_>) -> Result<SystemStore, SystemTrustError> {
     if let Some(file) = lookup.cert_file.as_ref().filter(|v| !v.is_empty()) {
         let path = PathBuf::from(file);
         return if usable_file(&path) {
@@ -137,7 +137,7 @@ pub(crate) fn find(lookup: &Lookup<'_>) -> Result<SystemStore, SystemTrustProble
                 origin: StoreOrigin::CertFile,
             })
         } else {
-            Err(SystemTrustProblem::CertFileUnusable(path))
+            Err(SystemTrustError::CertFileUnusable(path))
         };
     }
     if let Some(dirs) = lookup.cert_dir.as_ref().filter(|v| !v.is_empty()) {
@@ -149,7 +149,7 @@ pub(crate) fn find(lookup: &Lookup<'_>) -> Result<SystemStore, SystemTrustProble
                 path,
                 origin: StoreOrigin::CertDir,
             })
-            .ok_or_else(|| SystemTrustProblem::CertDirUnusable(dirs.clone()));
+            .ok_or_else(|| SystemTrustError::CertDirUnusable(dirs.clone()));
     }
     for candidate in lookup.candidates {
         let found = match *candidate {
@@ -163,7 +163,7 @@ pub(crate) fn find(lookup: &Lookup<'_>) -> Result<SystemStore, SystemTrustProble
             });
         }
     }
-    Err(SystemTrustProblem::NotFound {
+    Err(SystemTrustError::NotFound {
         tried: lookup
             .candidates
             .iter()
@@ -233,7 +233,7 @@ mod tests {
         }
     }
 
-    fn store(path: &str, origin: StoreOrigin) -> Result<SystemStore, SystemTrustProblem> {
+    fn store(path: &str, origin: StoreOrigin) -> Result<SystemStore, SystemTrustError> {
         Ok(SystemStore {
             path: PathBuf::from(path),
             origin,
@@ -308,14 +308,14 @@ mod tests {
         let candidates = [Candidate::File(f.bundle)];
         for bad in [f.missing, f.empty, f.certs] {
             let e = find(&lookup(Some(bad), None, &candidates)).unwrap_err();
-            assert_eq!(e, SystemTrustProblem::CertFileUnusable(bad.into()));
+            assert_eq!(e, SystemTrustError::CertFileUnusable(bad.into()));
             assert!(
                 e.to_string().starts_with(&format!("SSL_CERT_FILE={bad} ")),
                 "{e}"
             );
         }
         let e = find(&lookup(None, Some(f.missing), &candidates)).unwrap_err();
-        assert_eq!(e, SystemTrustProblem::CertDirUnusable(f.missing.into()));
+        assert_eq!(e, SystemTrustError::CertDirUnusable(f.missing.into()));
         assert!(e.to_string().contains("SSL_CERT_DIR="), "{e}");
     }
 
@@ -326,7 +326,7 @@ mod tests {
         let e = find(&lookup(None, None, &candidates)).unwrap_err();
         assert_eq!(
             e,
-            SystemTrustProblem::NotFound {
+            SystemTrustError::NotFound {
                 tried: vec![f.missing.into(), f.empty.into()]
             }
         );

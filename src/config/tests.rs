@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 
 use super::properties::{parse, DuplicateKey};
-use super::stores::{StoreFormat, StoreProblem};
+use super::stores::{StoreError, StoreFormat};
 use super::system_trust::{Candidate, Lookup, StoreOrigin, SystemStore};
 use super::translate::{translate_with, DroppedKey};
 use super::*;
@@ -359,7 +359,7 @@ fn damaged_stores_are_named_without_their_password() {
         matches!(
             &e,
             ConfigError::Store { line: 2, problem, .. }
-                if matches!(**problem, StoreProblem::Damaged { format: StoreFormat::Jks, .. })
+                if matches!(**problem, StoreError::Damaged { format: StoreFormat::Jks, .. })
         ),
         "{e:?}"
     );
@@ -386,7 +386,7 @@ fn damaged_stores_are_named_without_their_password() {
         matches!(
             &e,
             ConfigError::Store { problem, .. }
-                if matches!(**problem, StoreProblem::Damaged { format: StoreFormat::Pkcs12, .. })
+                if matches!(**problem, StoreError::Damaged { format: StoreFormat::Pkcs12, .. })
         ),
         "{e:?}"
     );

@@ -13,13 +13,13 @@ use std::path::{Path, PathBuf};
 use rdkafka::config::ClientConfig;
 
 use super::error::ConfigError;
-use super::jaas::{self, JaasProblem};
+use super::jaas::{self, JaasError};
 use super::librdkafka::{self, Rejection};
 use super::properties::{DuplicateKey, Properties, Property};
 use super::role::ClientRole;
 use super::rules::{self, Action, Handler};
 use super::secrets::{is_secret_key, redact, scrub, SafeValue};
-use super::stores::{self, StoreFormat, StoreProblem, StoreReadError};
+use super::stores::{self, StoreError, StoreFormat, StoreReadError};
 use super::system_trust::{self, Lookup, SystemStore};
 
 /// A key from the file that was ignored, with the reason, to be logged as a warning.
@@ -281,12 +281,12 @@ impl<'a> Translator<'a> {
 
     fn jaas(&mut self, p: &Property) -> Result<(), ConfigError> {
         let problem = |t: &Self, problem| match problem {
-            JaasProblem::Syntax(reason) => ConfigError::Jaas {
+            JaasError::Syntax(reason) => ConfigError::Jaas {
                 file: t.file(),
                 line: p.line(),
                 reason,
             },
-            JaasProblem::Unsupported(reason) => ConfigError::Unsupported {
+            JaasError::Unsupported(reason) => ConfigError::Unsupported {
                 file: t.file(),
                 line: p.line(),
                 key: p.key().to_string(),
@@ -353,7 +353,7 @@ impl<'a> Translator<'a> {
         &self,
         location: &Property,
         store: &stores::StoreFile,
-        problem: StoreProblem,
+        problem: StoreError,
     ) -> ConfigError {
         ConfigError::Store {
             file: self.file(),
