@@ -44,4 +44,5 @@ mod runbook;
 mod shutdown;
 mod status;
 mod topics;
+mod units;
 mod verify;

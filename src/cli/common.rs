@@ -78,22 +78,25 @@ pub enum ReportFormat {
 /// Parses a byte size for a `*.bytes` option: a number with an optional
 /// unit, as the throttle takes them (`33554432`, `32MiB`, `64MB`).
 pub fn parse_size(text: &str) -> Result<usize, String> {
-    let bytes = crate::replication::throttle::parse_bytes(text)?;
+    let bytes = crate::units::parse_bytes(text)?;
     usize::try_from(bytes).map_err(|_| format!("{text:?} is too large for this machine"))
 }
 
+/// Shortest `--statistics.interval.ms`: each librdkafka statistics report
+/// costs the client a JSON document of every partition it serves.
+pub const MIN_STATISTICS_INTERVAL_MS: u64 = 15_000;
+
 /// Parses `--statistics.interval.ms`: 0 (off) or at least
-/// [`MIN_INTERVAL_MS`](crate::replication::client_stats::MIN_INTERVAL_MS).
+/// [`MIN_STATISTICS_INTERVAL_MS`].
 pub fn parse_statistics_interval(text: &str) -> Result<u64, String> {
-    use crate::replication::client_stats::MIN_INTERVAL_MS;
     let ms: u64 = text
         .trim()
         .parse()
         .map_err(|_| format!("{text:?} is not a number of milliseconds"))?;
-    if ms != 0 && ms < MIN_INTERVAL_MS {
+    if ms != 0 && ms < MIN_STATISTICS_INTERVAL_MS {
         return Err(format!(
             "{ms} ms is too often: each report lists every partition of a client \
-             (megabytes at thousands of partitions); use at least {MIN_INTERVAL_MS}, or 0 for none"
+             (megabytes at thousands of partitions); use at least {MIN_STATISTICS_INTERVAL_MS}, or 0 for none"
         ));
     }
     Ok(ms)

@@ -10,7 +10,7 @@ use clap::{Args, ValueEnum};
 use super::common::{ConnectionArgs, TopicArgs};
 
 use super::common::{parse_size, parse_statistics_interval};
-use crate::replication::throttle::{parse_bytes, parse_count, ThrottleFileError, ThrottleLimits};
+use crate::units::{parse_bytes, parse_count};
 
 #[derive(Debug, Args)]
 pub struct RunArgs {
@@ -312,19 +312,6 @@ pub struct ThrottleArgs {
         value_name = "FILE"
     )]
     pub throttle_file: Option<PathBuf>,
-}
-
-impl ThrottleArgs {
-    /// The limits from the flags, or from `--throttle.file`.
-    pub fn limits(&self) -> Result<ThrottleLimits, ThrottleFileError> {
-        match &self.throttle_file {
-            Some(file) => ThrottleLimits::load(file),
-            None => Ok(ThrottleLimits {
-                bytes_per_sec: self.throttle_bytes_per_sec,
-                records_per_sec: self.throttle_records_per_sec,
-            }),
-        }
-    }
 }
 
 impl RunArgs {

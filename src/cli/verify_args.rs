@@ -5,7 +5,7 @@ use clap::{Args, ValueEnum};
 
 pub use super::common::ReportFormat;
 use super::common::{ConnectionArgs, TopicArgs};
-use crate::replication::throttle::parse_bytes;
+use crate::units::parse_bytes;
 
 #[derive(Debug, Args)]
 pub struct VerifyArgs {

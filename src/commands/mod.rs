@@ -12,7 +12,9 @@ pub mod translate;
 pub mod verify;
 
 use crate::cli::common::{ConnectionArgs, TopicArgs};
+use crate::cli::run_args::ThrottleArgs;
 use crate::clusters::Endpoints;
+use crate::replication::throttle::{ThrottleFileError, ThrottleLimits};
 
 /// The clusters and mirror named by the connection options every command
 /// but `failover` shares with `run`.
@@ -34,4 +36,16 @@ fn topics_given(args: &TopicArgs) -> String {
             .map(|e| format!(" --exclude {e:?}"))
             .unwrap_or_default()
     )
+}
+
+/// The throttle limits `run` and `plan` use: from the `--throttle.*` flags,
+/// or read from `--throttle.file`.
+fn throttle_limits(args: &ThrottleArgs) -> Result<ThrottleLimits, ThrottleFileError> {
+    match &args.throttle_file {
+        Some(file) => ThrottleLimits::load(file),
+        None => Ok(ThrottleLimits {
+            bytes_per_sec: args.throttle_bytes_per_sec,
+            records_per_sec: args.throttle_records_per_sec,
+        }),
+    }
 }

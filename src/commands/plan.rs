@@ -15,7 +15,7 @@ pub use crate::plan::Verdict;
 pub fn run(args: &PlanArgs) -> anyhow::Result<PlanReport> {
     let layout = Layout::new(args.deployment.lanes.unwrap_or(DEFAULT_LANES))?;
     let topics = args.topics.filter()?;
-    let throttle = args.throttle.limits()?;
+    let throttle = super::throttle_limits(&args.throttle)?;
     plan(&PlanOptions {
         endpoints: super::endpoints(&args.connection),
         layout,

@@ -82,7 +82,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         .as_deref()
         .map(|g| NamePattern::groups("--groups.sync", g))
         .transpose()?;
-    let throttle_limits = args.throttle.limits()?;
+    let throttle_limits = super::throttle_limits(&args.throttle)?;
     let mut source = load_client_config(&args.connection.consumer_config, ClientRole::Consumer)?;
     let mut target = load_client_config(&args.connection.producer_config, ClientRole::Producer)?;
     let source_connection = connection_only(&source);

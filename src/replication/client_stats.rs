@@ -3,9 +3,9 @@
 //!
 //! librdkafka reports a JSON document per client every
 //! `statistics.interval.ms`, with an object per partition: megabytes at
-//! thousands of partitions. So the interval has a floor
-//! ([`MIN_INTERVAL_MS`]), only broker- and client-level fields are read
-//! (serde skips the rest), and no per-partition series is exported.
+//! thousands of partitions. So the interval has a floor (15 s, enforced by
+//! `--statistics.interval.ms`), only broker- and client-level fields are
+//! read (serde skips the rest), and no per-partition series is exported.
 //! Reports arrive through the client's own poll: a lane blocked in one
 //! Kafka call reports nothing until it returns, and the gauges keep the
 //! last report meanwhile (`/healthz` is what notices a stuck lane).
@@ -20,10 +20,6 @@ use rdkafka::consumer::{BaseConsumer, ConsumerContext};
 use serde::Deserialize;
 
 use crate::metrics::{self, BrokerGauges, KafkaClient};
-
-/// Shortest `--statistics.interval.ms`: each report costs the client a
-/// JSON document of every partition it serves.
-pub const MIN_INTERVAL_MS: u64 = 15_000;
 
 /// Turns a client's reports into metrics. One per client: the counters are
 /// exported as differences from the client's previous report, so a new

@@ -22,6 +22,7 @@ use std::time::{Duration, Instant};
 
 use crate::config::Properties;
 use crate::metrics as m;
+use crate::units::{parse_bytes, parse_count};
 
 /// Key of the bytes/s limit in a `--throttle.file`.
 pub const BYTES_KEY: &str = "bytes.per.sec";
@@ -99,48 +100,6 @@ impl fmt::Display for ThrottleLimits {
 pub struct ThrottleFileError {
     pub file: PathBuf,
     pub reason: String,
-}
-
-/// Parses a number of bytes (a rate or a size): an integer or decimal number with an optional unit,
-/// `K`/`KB`, `M`/`MB`, `G`/`GB` (powers of 1000) or `KiB`, `MiB`, `GiB`
-/// (powers of 1024), case-insensitive: `1000000`, `5MB`, `512KiB`, `1.5M`.
-pub fn parse_bytes(text: &str) -> Result<u64, String> {
-    let t = text.trim();
-    let split = t
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(t.len());
-    let (number, unit) = t.split_at(split);
-    let factor: u64 = match unit.trim().to_ascii_lowercase().as_str() {
-        "" | "b" => 1,
-        "k" | "kb" => 1000,
-        "m" | "mb" => 1000 * 1000,
-        "g" | "gb" => 1000 * 1000 * 1000,
-        "ki" | "kib" => 1 << 10,
-        "mi" | "mib" => 1 << 20,
-        "gi" | "gib" => 1 << 30,
-        other => {
-            return Err(format!(
-                "unknown unit {other:?} in {t:?} (use e.g. 1000000, 5MB or 512KiB)"
-            ))
-        }
-    };
-    let value: f64 = number
-        .parse()
-        .map_err(|_| format!("{t:?} is not a number of bytes (use e.g. 1000000, 5MB or 512KiB)"))?;
-    let bytes = (value * factor as f64).round();
-    if !(bytes >= 1.0 && bytes < u64::MAX as f64) {
-        return Err(format!("{t:?} must be at least 1 byte"));
-    }
-    Ok(bytes as u64)
-}
-
-/// Parses a record rate: a positive integer.
-pub fn parse_count(text: &str) -> Result<u64, String> {
-    match text.trim().parse::<u64>() {
-        Ok(0) => Err("must be at least 1 (leave the limit out for none)".into()),
-        Ok(n) => Ok(n),
-        Err(_) => Err(format!("{:?} is not a positive integer", text.trim())),
-    }
 }
 
 /// One limit: tokens refill at `rate` per second up to one second's worth;
@@ -383,25 +342,6 @@ mod tests {
 
     fn ms(n: u64) -> Duration {
         Duration::from_millis(n)
-    }
-
-    #[test]
-    fn byte_rates_with_units() {
-        assert_eq!(parse_bytes("1000000"), Ok(1_000_000));
-        assert_eq!(parse_bytes("10MB"), Ok(10_000_000));
-        assert_eq!(parse_bytes("10mb"), Ok(10_000_000));
-        assert_eq!(parse_bytes("512KiB"), Ok(512 * 1024));
-        assert_eq!(parse_bytes(" 1.5 M "), Ok(1_500_000));
-        assert_eq!(parse_bytes("2GiB"), Ok(2 << 30));
-        assert_eq!(parse_bytes("100B"), Ok(100));
-        assert!(parse_bytes("0").is_err());
-        assert!(parse_bytes("10XB").unwrap_err().contains("unknown unit"));
-        assert!(parse_bytes("MB").is_err());
-        assert!(parse_bytes("-5MB").is_err());
-        assert!(parse_bytes("").is_err());
-        assert_eq!(parse_count("2000"), Ok(2000));
-        assert!(parse_count("0").is_err());
-        assert!(parse_count("2k").is_err());
     }
 
     #[test]
