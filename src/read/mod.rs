@@ -48,6 +48,10 @@ pub enum ReadError {
     },
 }
 
+/// How long a reader whose prefetch queue was full waits before fetching
+/// again (see [`reader_config`]).
+const FETCH_QUEUE_BACKOFF_MS: &str = "10";
+
 /// Settings of every reader eosmirror opens on a partition (verify, the
 /// commands, resume). The group id only lets librdkafka track positions:
 /// nothing joins the group or commits. `auto.offset.reset=error` because
@@ -55,6 +59,13 @@ pub enum ReadError {
 /// deleted under it (retention, DeleteRecords) to the partition's end
 /// without a word, and a read meant to find records would then find none.
 /// Such a reader reports [`is_deleted`] instead.
+///
+/// A reader's prefetch queue is bounded (`queued.max.messages.kbytes`, a
+/// share of the memory bound), and librdkafka postpones a partition's next
+/// fetch by `fetch.queue.backoff.ms` (1 s by default) whenever it finds the
+/// queue full: a reader that empties its queue faster than that then waits
+/// out the rest of the second. [`FETCH_QUEUE_BACKOFF_MS`] keeps that wait
+/// short.
 pub fn reader_config(connection: &ClientConfig, group_id: &str, committed: bool) -> ClientConfig {
     let mut config = connection.clone();
     config
@@ -62,6 +73,7 @@ pub fn reader_config(connection: &ClientConfig, group_id: &str, committed: bool)
         .set("enable.auto.commit", "false")
         .set("enable.partition.eof", "false")
         .set("auto.offset.reset", "error")
+        .set("fetch.queue.backoff.ms", FETCH_QUEUE_BACKOFF_MS)
         .set(
             "isolation.level",
             if committed {
