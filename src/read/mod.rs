@@ -147,6 +147,34 @@ pub struct Side {
     /// a client per query costs a connection and a metadata request, which
     /// at 1,000s of partitions took longer than reading the records.
     queries: Arc<QueryClients>,
+    /// Clients of finished range readers, reused by the next ones (shared
+    /// by clones).
+    readers: Arc<ReaderPool>,
+}
+
+/// Most idle reader clients kept per isolation level: more than verify's
+/// largest parallelism ever holds at once.
+const MAX_IDLE_READERS: usize = 64;
+
+/// Range readers' clients, kept once a reader is done and assigned to the
+/// next range: at 1,000 partitions a new client per partition (its threads,
+/// connections and metadata, then its teardown) took longer than reading
+/// the records. One pool per isolation level, since a client reads at one.
+#[derive(Default)]
+struct ReaderPool {
+    read_uncommitted: Mutex<Vec<BaseConsumer>>,
+    read_committed: Mutex<Vec<BaseConsumer>>,
+}
+
+impl ReaderPool {
+    fn idle(&self, committed: bool) -> std::sync::MutexGuard<'_, Vec<BaseConsumer>> {
+        match committed {
+            true => &self.read_committed,
+            false => &self.read_uncommitted,
+        }
+        .lock()
+        .expect("reader pool lock")
+    }
 }
 
 /// One query client per isolation level: librdkafka answers watermark and
@@ -171,6 +199,7 @@ impl Side {
             stall_limit,
             throttle: None,
             queries: Arc::default(),
+            readers: Arc::default(),
         }
     }
 
@@ -196,7 +225,7 @@ impl Side {
     }
 
     /// A reader of `topic`-`partition` with the given isolation, assigned at
-    /// `offset`.
+    /// `offset`: an idle client of the pool, or a new one.
     fn consumer(
         &self,
         topic: &str,
@@ -205,12 +234,19 @@ impl Side {
         committed: bool,
     ) -> Result<BaseConsumer, ReadError> {
         let kafka = self.kafka(topic, partition);
-        let consumer: BaseConsumer =
-            reader_config(&self.connection, "__eosmirror.verify", committed)
+        let idle = self.readers.idle(committed).pop();
+        let consumer: BaseConsumer = match idle {
+            Some(consumer) => consumer,
+            None => reader_config(&self.connection, "__eosmirror.verify", committed)
                 .set("queued.max.messages.kbytes", self.queue_kbytes.to_string())
                 .set("fetch.message.max.bytes", (1 << 20).to_string())
+                // A range reader stops at a known end: the broker's long
+                // poll (500 ms by default) at an end only delays the next
+                // range's first fetch on a reused client.
+                .set("fetch.wait.max.ms", "10")
                 .create()
-                .map_err(&kafka)?;
+                .map_err(&kafka)?,
+        };
         let mut assignment = TopicPartitionList::new();
         assignment
             .add_partition_offset(topic, partition, Offset::Offset(offset))
@@ -377,7 +413,11 @@ impl Side {
 /// Committed (or all) records of one partition in `[from, end)`, in order.
 pub struct RangeReader {
     side: Side,
-    consumer: BaseConsumer,
+    /// `None` for an empty range, which reads nothing; back to the side's
+    /// pool when the reader is dropped.
+    consumer: Option<BaseConsumer>,
+    /// The consumer's isolation level, which decides its pool.
+    committed: bool,
     topic: String,
     partition: i32,
     from: i64,
@@ -400,16 +440,14 @@ impl RangeReader {
         progress: Arc<AtomicU64>,
     ) -> Result<RangeReader, ReadError> {
         let consumer = if from < end {
-            side.consumer(topic, partition, from, committed)?
+            Some(side.consumer(topic, partition, from, committed)?)
         } else {
-            // Nothing to read; a client is still needed for the type.
-            side.connection
-                .create()
-                .map_err(side.kafka(topic, partition))?
+            None
         };
         Ok(RangeReader {
             side: side.clone(),
             consumer,
+            committed,
             topic: topic.to_string(),
             partition,
             from,
@@ -421,9 +459,15 @@ impl RangeReader {
         })
     }
 
+    fn consumer(&self) -> &BaseConsumer {
+        self.consumer
+            .as_ref()
+            .expect("a reader with records to read has a consumer")
+    }
+
     fn fetch_position(&self) -> Result<i64, ReadError> {
         let position = self
-            .consumer
+            .consumer()
             .position()
             .map_err(self.side.kafka(&self.topic, self.partition))?;
         Ok(offset_in(&position, &self.topic, self.partition).unwrap_or(self.from))
@@ -443,7 +487,13 @@ impl RangeReader {
             if let Some(throttle) = &self.side.throttle {
                 throttle.wait_ready(self.side.stall_limit, &AtomicBool::new(false));
             }
-            match self.consumer.poll(Duration::from_millis(100)) {
+            match self.consumer().poll(Duration::from_millis(100)) {
+                // A reused client may still hand out a record fetched for
+                // its previous range; this range's records come in order.
+                Some(Ok(message))
+                    if message.partition() != self.partition
+                        || message.topic() != self.topic
+                        || message.offset() < self.last_position => {}
                 Some(Ok(message)) if message.offset() < self.end => {
                     let record = RecordImage::from_message(&message);
                     drop(message);
@@ -487,6 +537,22 @@ impl RangeReader {
             }
         }
         Ok(None)
+    }
+}
+
+impl Drop for RangeReader {
+    /// Gives the client back to the pool, unassigned, for the next range.
+    fn drop(&mut self) {
+        let Some(consumer) = self.consumer.take() else {
+            return;
+        };
+        if consumer.unassign().is_err() {
+            return;
+        }
+        let mut idle = self.side.readers.idle(self.committed);
+        if idle.len() < MAX_IDLE_READERS {
+            idle.push(consumer);
+        }
     }
 }
 
