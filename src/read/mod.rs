@@ -152,8 +152,8 @@ pub struct Side {
     readers: Arc<ReaderPool>,
 }
 
-/// Most idle reader clients kept per isolation level: more than verify's
-/// largest parallelism ever holds at once.
+/// Most idle reader clients kept per isolation level (each holds threads
+/// and connections); verify's default parallelism reads with 4 per side.
 const MAX_IDLE_READERS: usize = 64;
 
 /// Range readers' clients, kept once a reader is done and assigned to the
