@@ -12,7 +12,10 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use eosmirror::failpoints;
-use support::mirror::{assert_exact_copy, tail, wait_for_copy, Mirror, MirrorSetup};
+use support::mirror::{
+    assert_exact_copy, fenced_restarts, fences_per_lane, lane_of, tail, wait_for_copy, Mirror,
+    MirrorSetup, MAX_ZOMBIE_FENCES,
+};
 use support::workload::Workload;
 use support::{
     bed, copy_offset, free_local_address, http_get, metric_value, scrape_metrics, unique_name,
@@ -123,28 +126,9 @@ fn wait_for_even_ownership(instances: &mut [&mut Instance]) -> BTreeMap<&'static
     }
 }
 
-/// Session restarts an instance logged because its producer was fenced.
-fn fenced_restarts(output: &str) -> Vec<&str> {
-    output
-        .lines()
-        .filter(|l| l.contains("restarting lane session") && l.contains("reason=\"fenced\""))
-        .collect()
-}
-
 /// How long after its last log line about a lane the zombie's requests
 /// for it may still arrive.
 const ZOMBIE_SLACK_SECS: f64 = 3.0;
-
-/// Most fences of one lane allowed from a thawed zombie's one
-/// init_transactions call (with librdkafka's retries inside it): seen up to
-/// three; a loop of mutual fencing would be many more.
-const MAX_ZOMBIE_FENCES: usize = 5;
-
-/// The `lane=lane-<k>` field of a log line.
-fn lane_of(line: &str) -> Option<&str> {
-    line.split_whitespace()
-        .find(|w| w.starts_with("lane=lane-"))
-}
 
 /// A log line's time (`2026-12-01T09:28:25.918877Z ...`) in seconds since
 /// the start of its month: enough to compare lines of one test.
@@ -277,12 +261,10 @@ fn a_fleet_shares_lanes_through_kill_freeze_scale_out_and_scale_in() {
     for i in [&c, &d] {
         let output = i.mirror.output();
         let fenced = fenced_restarts(&output);
-        let mut per_lane: BTreeMap<Option<&str>, usize> = BTreeMap::new();
-        for line in &fenced {
-            *per_lane.entry(lane_of(line)).or_default() += 1;
-        }
         assert!(
-            per_lane.values().all(|&n| n <= MAX_ZOMBIE_FENCES),
+            fences_per_lane(&output)
+                .values()
+                .all(|&n| n <= MAX_ZOMBIE_FENCES),
             "{} was fenced more than {MAX_ZOMBIE_FENCES} times in a lane:\n{}",
             i.name,
             fenced.join("\n")

@@ -6,7 +6,10 @@ mod support;
 
 use std::time::{Duration, Instant};
 
-use support::mirror::{assert_exact_copy, tail, wait_for_copy, Mirror, MirrorSetup};
+use support::mirror::{
+    assert_exact_copy, fenced_restarts, fences_per_lane, tail, wait_for_copy, Mirror, MirrorSetup,
+    MAX_ZOMBIE_FENCES,
+};
 use support::{bed, free_local_address, scrape_metrics, Isolation, TestRecord};
 
 const PATIENCE: Duration = Duration::from_secs(240);
@@ -134,11 +137,18 @@ fn a_thousand_partitions_copy_exactly_through_kill_and_zombie() {
         "{}",
         tail(&owner.output(), 40)
     );
+    // No fencing back and forth. A zombie frozen between the group's
+    // confirmation and its init_transactions for a lane still sends that
+    // init when it thaws, and fences the new owner's lane once (librdkafka
+    // may retry it inside the call) before the group tells the zombie the
+    // lane moved: a few fences of a lane at most, never a loop.
     let owner_output = owner.output();
     assert!(
-        !owner_output.contains("reason=\"fenced\""),
-        "the zombie fenced the new owner:\n{}",
-        tail(&owner_output, 40)
+        fences_per_lane(&owner_output)
+            .values()
+            .all(|&n| n <= MAX_ZOMBIE_FENCES),
+        "the zombie fenced the new owner more than {MAX_ZOMBIE_FENCES} times in a lane:\n{}",
+        fenced_restarts(&owner_output).join("\n")
     );
     assert_exact_copy(&bed.source, &bed.target, &topic);
     // librdkafka runs a few threads per client and broker; with one source

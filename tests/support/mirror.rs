@@ -475,6 +475,34 @@ pub fn error_line(output: &str) -> Option<&str> {
     output.lines().find(|l| l.starts_with("eosmirror: error:"))
 }
 
+/// Session restarts an instance logged because its producer was fenced.
+pub fn fenced_restarts(output: &str) -> Vec<&str> {
+    output
+        .lines()
+        .filter(|l| l.contains("restarting lane session") && l.contains("reason=\"fenced\""))
+        .collect()
+}
+
+/// Most fences of one lane allowed from a thawed zombie's one
+/// init_transactions call (with librdkafka's retries inside it): seen up to
+/// three; a loop of mutual fencing would be many more.
+pub const MAX_ZOMBIE_FENCES: usize = 5;
+
+/// The `lane=lane-<k>` field of a log line.
+pub fn lane_of(line: &str) -> Option<&str> {
+    line.split_whitespace()
+        .find(|w| w.starts_with("lane=lane-"))
+}
+
+/// Fenced session restarts per lane in an instance's output.
+pub fn fences_per_lane(output: &str) -> std::collections::BTreeMap<Option<&str>, usize> {
+    let mut per_lane = std::collections::BTreeMap::new();
+    for line in fenced_restarts(output) {
+        *per_lane.entry(lane_of(line)).or_default() += 1;
+    }
+    per_lane
+}
+
 pub fn tail(text: &str, lines: usize) -> String {
     let all: Vec<&str> = text.lines().collect();
     all[all.len().saturating_sub(lines)..].join("\n")
