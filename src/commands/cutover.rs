@@ -21,7 +21,7 @@ fn options(args: &CutoverArgs) -> anyhow::Result<CutoverOptions> {
         topics: args.topics.filter()?,
         topics_given: super::topics_given(&args.topics),
         groups: NamePattern::groups("--groups", &args.groups)?,
-        groups_given: format!("--groups {:?}", args.groups),
+        groups_given: super::groups_given(&args.groups),
         timeout: Duration::from_millis(args.timeout_ms),
         verify_range: match args.full {
             true => Range::All,

@@ -11,7 +11,7 @@ pub fn run(args: &FailoverArgs) -> anyhow::Result<FailoverReport> {
         target_config: args.producer_config.clone(),
         source_alias: args.source_alias.clone(),
         groups: NamePattern::groups("--groups", &args.groups)?,
-        groups_given: format!("--groups {:?}", args.groups),
+        groups_given: super::groups_given(&args.groups),
         allow_rewind: args.allow_rewind,
     })
 }

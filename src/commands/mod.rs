@@ -26,6 +26,11 @@ fn endpoints(args: &ConnectionArgs) -> Endpoints {
     }
 }
 
+/// The `--groups` option as given, for messages that quote it.
+fn groups_given(pattern: &str) -> String {
+    format!("--groups {pattern:?}")
+}
+
 /// The topic options as given, for messages that quote them.
 fn topics_given(args: &TopicArgs) -> String {
     format!(

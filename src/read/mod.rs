@@ -74,15 +74,17 @@ pub fn reader_config(connection: &ClientConfig, group_id: &str, committed: bool)
         .set("enable.partition.eof", "false")
         .set("auto.offset.reset", "error")
         .set("fetch.queue.backoff.ms", FETCH_QUEUE_BACKOFF_MS)
-        .set(
-            "isolation.level",
-            if committed {
-                "read_committed"
-            } else {
-                "read_uncommitted"
-            },
-        );
+        .set("isolation.level", isolation_level(committed));
     config
+}
+
+/// librdkafka's `isolation.level` for a client that reads only committed
+/// records (`true`) or all of them.
+fn isolation_level(committed: bool) -> &'static str {
+    match committed {
+        true => "read_committed",
+        false => "read_uncommitted",
+    }
 }
 
 /// Whether a reader's error means the records at its position were deleted
@@ -143,46 +145,39 @@ pub struct Side {
     /// Limits on what all readers of this side read together (verify's
     /// `--throttle`); `None` = unlimited.
     pub throttle: Option<Arc<Throttle>>,
-    /// Clients for offset queries, made on first use and shared by clones:
-    /// a client per query costs a connection and a metadata request, which
-    /// at 1,000s of partitions took longer than reading the records.
-    queries: Arc<QueryClients>,
-    /// Clients of finished range readers, reused by the next ones (shared
-    /// by clones).
-    readers: Arc<ReaderPool>,
+    /// Clients for offset queries, one per isolation level (librdkafka
+    /// answers watermark and time queries with the asking client's level),
+    /// made on first use and shared by clones: a client per query costs a
+    /// connection and a metadata request, which at 1,000s of partitions
+    /// took longer than reading the records.
+    queries: Arc<PerIsolation<Mutex<Option<Arc<BaseConsumer>>>>>,
+    /// Idle clients of finished range readers, reused by the next ones
+    /// (shared by clones): at 1,000 partitions a new client per partition
+    /// (its threads, connections and metadata, then its teardown) took
+    /// longer than reading the records. At most [`MAX_IDLE_READERS`] per
+    /// isolation level.
+    readers: Arc<PerIsolation<Mutex<Vec<BaseConsumer>>>>,
 }
 
 /// Most idle reader clients kept per isolation level (each holds threads
 /// and connections); verify's default parallelism reads with 4 per side.
 const MAX_IDLE_READERS: usize = 64;
 
-/// Range readers' clients, kept once a reader is done and assigned to the
-/// next range: at 1,000 partitions a new client per partition (its threads,
-/// connections and metadata, then its teardown) took longer than reading
-/// the records. One pool per isolation level, since a client reads at one.
+/// One `T` per isolation level: a client reads at the level it was made
+/// with.
 #[derive(Default)]
-struct ReaderPool {
-    read_uncommitted: Mutex<Vec<BaseConsumer>>,
-    read_committed: Mutex<Vec<BaseConsumer>>,
+struct PerIsolation<T> {
+    read_uncommitted: T,
+    read_committed: T,
 }
 
-impl ReaderPool {
-    fn idle(&self, committed: bool) -> std::sync::MutexGuard<'_, Vec<BaseConsumer>> {
+impl<T> PerIsolation<T> {
+    fn at(&self, committed: bool) -> &T {
         match committed {
             true => &self.read_committed,
             false => &self.read_uncommitted,
         }
-        .lock()
-        .expect("reader pool lock")
     }
-}
-
-/// One query client per isolation level: librdkafka answers watermark and
-/// time queries with the asking client's level.
-#[derive(Default)]
-struct QueryClients {
-    read_uncommitted: Mutex<Option<Arc<BaseConsumer>>>,
-    read_committed: Mutex<Option<Arc<BaseConsumer>>>,
 }
 
 impl Side {
@@ -203,21 +198,20 @@ impl Side {
         }
     }
 
-    /// The shared query client of one isolation level (see [`QueryClients`]).
+    /// The shared query client of one isolation level (see `queries`).
     fn query_client(&self, committed: bool) -> Result<Arc<BaseConsumer>, KafkaError> {
-        let (slot, isolation) = if committed {
-            (&self.queries.read_committed, "read_committed")
-        } else {
-            (&self.queries.read_uncommitted, "read_uncommitted")
-        };
-        let mut slot = slot.lock().expect("query client lock");
+        let mut slot = self
+            .queries
+            .at(committed)
+            .lock()
+            .expect("query client lock");
         if let Some(client) = slot.as_ref() {
             return Ok(Arc::clone(client));
         }
         let client: Arc<BaseConsumer> = Arc::new(
             self.connection
                 .clone()
-                .set("isolation.level", isolation)
+                .set("isolation.level", isolation_level(committed))
                 .create()?,
         );
         *slot = Some(Arc::clone(&client));
@@ -234,7 +228,12 @@ impl Side {
         committed: bool,
     ) -> Result<BaseConsumer, ReadError> {
         let kafka = self.kafka(topic, partition);
-        let idle = self.readers.idle(committed).pop();
+        let idle = self
+            .readers
+            .at(committed)
+            .lock()
+            .expect("reader pool lock")
+            .pop();
         let consumer: BaseConsumer = match idle {
             Some(consumer) => consumer,
             None => reader_config(&self.connection, "__eosmirror.verify", committed)
@@ -549,7 +548,12 @@ impl Drop for RangeReader {
         if consumer.unassign().is_err() {
             return;
         }
-        let mut idle = self.side.readers.idle(self.committed);
+        let mut idle = self
+            .side
+            .readers
+            .at(self.committed)
+            .lock()
+            .expect("reader pool lock");
         if idle.len() < MAX_IDLE_READERS {
             idle.push(consumer);
         }
