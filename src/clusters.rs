@@ -86,12 +86,13 @@ impl Cluster {
         Ok(Cluster { name, connection })
     }
 
-    /// A streaming reader side with the given prefetch bound.
-    pub fn side(&self, queue_kbytes: usize, stall_limit: Duration) -> Side {
+    /// A streaming reader side; each reader holds at most
+    /// `reader_memory_kbytes` of prefetched records.
+    pub fn side(&self, reader_memory_kbytes: usize, stall_limit: Duration) -> Side {
         Side::new(
             self.name,
             self.connection.clone(),
-            queue_kbytes,
+            reader_memory_kbytes,
             stall_limit,
         )
     }

@@ -671,9 +671,9 @@ fn estimate_copy(
         .collect();
     let group = format!("eosmirror.plan.{}", options.endpoints.source_alias);
     let counting: Result<BaseConsumer, _> = reader_config(source, &group, false).create();
-    let marks = counting
-        .map_err(|e| e.to_string())
-        .and_then(|c| watermarks::fetch_all(&c, &partitions, CONNECT_TIMEOUT));
+    let marks = counting.map_err(|e| e.to_string()).and_then(|c| {
+        watermarks::fetch_all(&c, &partitions, CONNECT_TIMEOUT).map_err(|e| e.to_string())
+    });
     let marks = match marks {
         Ok(m) => m,
         Err(e) => {

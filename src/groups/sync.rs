@@ -287,8 +287,14 @@ impl GroupSync {
         let side: Side = self.source.side(1024, Duration::from_secs(30));
         let mut ends = Vec::new();
         let distinct: BTreeSet<&TopicPartition> = partitions.iter().collect();
+        let stable_ends = side.stable_watermarks_of(
+            &distinct
+                .iter()
+                .map(|(topic, partition)| SourcePartition::new(topic, *partition))
+                .collect::<Vec<_>>(),
+        )?;
         for (topic, partition) in distinct {
-            let (_, high) = side.stable_watermarks(topic, *partition)?;
+            let (_, high) = stable_ends[&SourcePartition::new(topic, *partition)];
             let position = self
                 .state
                 .checkpoint(&SourcePartition::new(topic.clone(), *partition))?

@@ -16,6 +16,8 @@ use rdkafka::{Offset, TopicPartitionList};
 pub mod record;
 
 use crate::replication::throttle::Throttle;
+use crate::replication::watermarks::{self, Watermarks, WatermarksError};
+use eosmirror_state::SourcePartition;
 
 use record::RecordImage;
 
@@ -38,6 +40,12 @@ pub enum ReadError {
         position: i64,
         end: i64,
         limit: Duration,
+    },
+    #[error("{side}: {source}")]
+    Offsets {
+        side: &'static str,
+        #[source]
+        source: Box<WatermarksError>,
     },
     #[error("{side} {topic}-{partition}: records from offset {requested} were deleted (the partition now starts at a later offset) while verify read them")]
     Deleted {
@@ -76,6 +84,33 @@ pub fn reader_config(connection: &ClientConfig, group_id: &str, committed: bool)
         .set("fetch.queue.backoff.ms", FETCH_QUEUE_BACKOFF_MS)
         .set("isolation.level", isolation_level(committed));
     config
+}
+
+/// Largest fetch a reader asks for per partition (`fetch.message.max.bytes`).
+const MAX_FETCH_KBYTES: usize = 1024;
+
+/// How a reader holding at most `memory_kbytes` KiB divides them:
+/// (`queued.max.messages.kbytes`, `fetch.message.max.bytes`). librdkafka
+/// fetches whenever the queue is below its bound, so the queue can pass it
+/// by one fetch; both together stay within the share. A batch larger than
+/// the fetch size still comes whole (the broker sends at least one batch).
+fn reader_limits(memory_kbytes: usize) -> (usize, usize) {
+    let fetch_kbytes = (memory_kbytes / 2).clamp(1, MAX_FETCH_KBYTES);
+    let queue_kbytes = memory_kbytes.saturating_sub(fetch_kbytes).max(1);
+    (queue_kbytes, fetch_kbytes * 1024)
+}
+
+/// Sets a reader's prefetch bounds (see [`reader_limits`]).
+trait ReaderLimits {
+    fn set_reader_limits(&mut self, memory_kbytes: usize) -> &mut Self;
+}
+
+impl ReaderLimits for ClientConfig {
+    fn set_reader_limits(&mut self, memory_kbytes: usize) -> &mut Self {
+        let (queue_kbytes, fetch_bytes) = reader_limits(memory_kbytes);
+        self.set("queued.max.messages.kbytes", queue_kbytes.to_string())
+            .set("fetch.message.max.bytes", fetch_bytes.to_string())
+    }
 }
 
 /// librdkafka's `isolation.level` for a client that reads only committed
@@ -138,8 +173,9 @@ pub struct Side {
     pub name: &'static str,
     /// Connection settings only (bootstrap, security).
     pub connection: ClientConfig,
-    /// Bound on each reader's prefetch queue (KiB).
-    pub queue_kbytes: usize,
+    /// Bound on what one reader holds (KiB): its prefetch queue and the
+    /// fetch that may arrive past it (see [`reader_limits`]).
+    pub reader_memory_kbytes: usize,
     /// Longest a read may make no progress.
     pub stall_limit: Duration,
     /// Limits on what all readers of this side read together (verify's
@@ -156,7 +192,28 @@ pub struct Side {
     /// (its threads, connections and metadata, then its teardown) took
     /// longer than reading the records. At most [`MAX_IDLE_READERS`] per
     /// isolation level.
-    readers: Arc<PerIsolation<Mutex<Vec<BaseConsumer>>>>,
+    readers: Arc<ReaderPool>,
+}
+
+/// Idle reader clients, one list per isolation level (see `Side::readers`).
+#[derive(Default)]
+struct ReaderPool(PerIsolation<Mutex<Vec<BaseConsumer>>>);
+
+impl Drop for ReaderPool {
+    /// Closes the idle clients side by side: each close waits for its
+    /// threads, some 40 ms, and one after another they held up verify's
+    /// report by most of a second.
+    fn drop(&mut self) {
+        let mut idle = Vec::new();
+        for list in [&mut self.0.read_committed, &mut self.0.read_uncommitted] {
+            idle.append(list.get_mut().unwrap_or_else(|e| e.into_inner()));
+        }
+        std::thread::scope(|scope| {
+            for client in idle {
+                scope.spawn(move || drop(client));
+            }
+        });
+    }
 }
 
 /// Most idle reader clients kept per isolation level (each holds threads
@@ -184,13 +241,13 @@ impl Side {
     pub fn new(
         name: &'static str,
         connection: ClientConfig,
-        queue_kbytes: usize,
+        reader_memory_kbytes: usize,
         stall_limit: Duration,
     ) -> Side {
         Side {
             name,
             connection,
-            queue_kbytes,
+            reader_memory_kbytes,
             stall_limit,
             throttle: None,
             queries: Arc::default(),
@@ -230,6 +287,7 @@ impl Side {
         let kafka = self.kafka(topic, partition);
         let idle = self
             .readers
+            .0
             .at(committed)
             .lock()
             .expect("reader pool lock")
@@ -237,8 +295,7 @@ impl Side {
         let consumer: BaseConsumer = match idle {
             Some(consumer) => consumer,
             None => reader_config(&self.connection, "__eosmirror.verify", committed)
-                .set("queued.max.messages.kbytes", self.queue_kbytes.to_string())
-                .set("fetch.message.max.bytes", (1 << 20).to_string())
+                .set_reader_limits(self.reader_memory_kbytes)
                 // A range reader stops at a known end: the broker's long
                 // poll (500 ms by default) at an end only delays the next
                 // range's first fetch on a reused client.
@@ -276,29 +333,53 @@ impl Side {
             .map(|t| t.partitions().len() as i32))
     }
 
-    /// Low watermark and high watermark: the `read_uncommitted` view, whose
-    /// end counts the records of transactions still open.
-    pub fn watermarks(&self, topic: &str, partition: i32) -> Result<(i64, i64), ReadError> {
-        self.list_watermarks(topic, partition, false)
-    }
-
     /// Low watermark and last stable offset: the `read_committed` view,
     /// whose end is the first offset of the oldest transaction still open
     /// (the high watermark when none is). Everything below it is committed
     /// or aborted, so a `read_committed` read up to it never waits.
     pub fn stable_watermarks(&self, topic: &str, partition: i32) -> Result<(i64, i64), ReadError> {
-        self.list_watermarks(topic, partition, true)
-    }
-
-    fn list_watermarks(
-        &self,
-        topic: &str,
-        partition: i32,
-        committed: bool,
-    ) -> Result<(i64, i64), ReadError> {
-        self.query(topic, partition, committed, |client| {
+        self.query(topic, partition, true, |client| {
             client.fetch_watermarks(topic, partition, self.stall_limit)
         })
+    }
+
+    /// Low watermark and high watermark of each of `partitions`: the
+    /// `read_uncommitted` view, whose end counts the records of transactions
+    /// still open. Two ListOffsets requests per leader for all partitions:
+    /// one partition at a time took seconds at 1,000 partitions.
+    pub fn watermarks_of(&self, partitions: &[SourcePartition]) -> Result<Watermarks, ReadError> {
+        self.list_all_watermarks(partitions, false)
+    }
+
+    /// [`Side::stable_watermarks`] of many partitions at once (see
+    /// [`Side::watermarks_of`]).
+    pub fn stable_watermarks_of(
+        &self,
+        partitions: &[SourcePartition],
+    ) -> Result<Watermarks, ReadError> {
+        self.list_all_watermarks(partitions, true)
+    }
+
+    fn list_all_watermarks(
+        &self,
+        partitions: &[SourcePartition],
+        committed: bool,
+    ) -> Result<Watermarks, ReadError> {
+        let offsets = |source| ReadError::Offsets {
+            side: self.name,
+            source: Box::new(source),
+        };
+        let client = self.query_client(committed).map_err(|source| {
+            offsets(WatermarksError::Request {
+                count: partitions.len(),
+                source,
+            })
+        })?;
+        self.retry_transient(
+            || watermarks::fetch_all(&*client, partitions, self.stall_limit),
+            |e| e.kafka().is_some_and(is_transient),
+        )
+        .map_err(offsets)
     }
 
     /// First offset whose timestamp is at or after `ms`; `None` if none is.
@@ -333,13 +414,24 @@ impl Side {
     ) -> Result<T, ReadError> {
         let kafka = self.kafka(topic, partition);
         let client = self.query_client(committed).map_err(&kafka)?;
+        self.retry_transient(|| ask(&client), is_transient)
+            .map_err(&kafka)
+    }
+
+    /// Asks again while the answer is a `transient` error, for a while (see
+    /// [`Side::query`]).
+    fn retry_transient<T, E>(
+        &self,
+        mut ask: impl FnMut() -> Result<T, E>,
+        transient: impl Fn(&E) -> bool,
+    ) -> Result<T, E> {
         let deadline = Instant::now() + self.stall_limit.min(QUERY_RETRY_LIMIT);
         loop {
-            match ask(&client) {
-                Err(e) if is_transient(&e) && Instant::now() < deadline => {
+            match ask() {
+                Err(e) if transient(&e) && Instant::now() < deadline => {
                     std::thread::sleep(Duration::from_millis(200));
                 }
-                answer => return answer.map_err(&kafka),
+                answer => return answer,
             }
         }
     }
@@ -357,7 +449,7 @@ impl Side {
         };
         let kafka = self.kafka(topic, *partition);
         let consumer: BaseConsumer = reader_config(&self.connection, "__eosmirror.verify", true)
-            .set("queued.max.messages.kbytes", self.queue_kbytes.to_string())
+            .set_reader_limits(self.reader_memory_kbytes)
             .create()
             .map_err(&kafka)?;
         let mut assignment = TopicPartitionList::new();
@@ -408,6 +500,13 @@ impl Side {
         }
     }
 }
+
+/// How long a range reader's poll waits for a record before it looks at
+/// its position. A range often ends in a transaction marker, which moves
+/// the position while `poll` keeps waiting for a record that will not come:
+/// at 1,000 partitions a 100 ms wait at every range's end took longer than
+/// reading the records.
+const POLL_INTERVAL: Duration = Duration::from_millis(5);
 
 /// Committed (or all) records of one partition in `[from, end)`, in order.
 pub struct RangeReader {
@@ -486,7 +585,7 @@ impl RangeReader {
             if let Some(throttle) = &self.side.throttle {
                 throttle.wait_ready(self.side.stall_limit, &AtomicBool::new(false));
             }
-            match self.consumer().poll(Duration::from_millis(100)) {
+            match self.consumer().poll(POLL_INTERVAL) {
                 // A reused client may still hand out a record fetched for
                 // its previous range; this range's records come in order.
                 Some(Ok(message))
@@ -500,6 +599,8 @@ impl RangeReader {
                         throttle.charge(record.size(), 1);
                     }
                     self.advance_to(record.offset + 1);
+                    // The range's last offset: no poll needed to learn that.
+                    self.done = self.last_position >= self.end;
                     return Ok(Some(record));
                 }
                 Some(Ok(_)) => {
@@ -551,6 +652,7 @@ impl Drop for RangeReader {
         let mut idle = self
             .side
             .readers
+            .0
             .at(self.committed)
             .lock()
             .expect("reader pool lock");
@@ -593,4 +695,24 @@ pub fn first_record(
     let mut reader =
         RangeReader::open(side, topic, partition, from, end, committed, Arc::default())?;
     Ok(reader.next_record()?.map(|r| r.offset))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_reader_and_its_next_fetch_stay_within_its_share() {
+        assert_eq!(reader_limits(4096), (3072, 1 << 20));
+        assert_eq!(reader_limits(1024), (512, 512 * 1024));
+        assert_eq!(reader_limits(100), (50, 50 * 1024));
+        for kbytes in [2, 3, 100, 1023, 1024, 2049, 1 << 20] {
+            let (queue, fetch) = reader_limits(kbytes);
+            assert!(queue >= 1 && fetch >= 1024, "{kbytes}");
+            assert!(queue * 1024 + fetch <= kbytes * 1024, "{kbytes}");
+        }
+        // librdkafka's minimums, even for a share too small to hold both.
+        assert_eq!(reader_limits(1), (1, 1024));
+        assert_eq!(reader_limits(0), (1, 1024));
+    }
 }

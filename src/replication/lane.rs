@@ -480,7 +480,7 @@ impl LaneWorker {
         };
         let source_ends = match watermarks::fetch_all(&consumer, &partitions, METADATA_TIMEOUT) {
             Ok(ends) => ends,
-            Err(detail) => return Ok(SessionEnd::restart("source_watermarks", detail)),
+            Err(e) => return Ok(SessionEnd::restart("source_watermarks", e.to_string())),
         };
         // A partition without a position may only be copied into an empty
         // target partition: one batch of watermarks clears the empty ones.
@@ -494,7 +494,7 @@ impl LaneWorker {
             false => match watermarks::fetch_all(&target_watermarks, &unrecorded, METADATA_TIMEOUT)
             {
                 Ok(ends) => ends,
-                Err(detail) => return Ok(SessionEnd::restart("target_check", detail)),
+                Err(e) => return Ok(SessionEnd::restart("target_check", e.to_string())),
             },
         };
         let mut cursors = Vec::with_capacity(partitions.len());

@@ -13,10 +13,45 @@ use std::time::Duration;
 
 use eosmirror_state::SourcePartition;
 use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext};
+use rdkafka::error::KafkaError;
 use rdkafka::{Offset, TopicPartitionList};
 
 /// Low and high watermark of each partition asked about.
 pub type Watermarks = HashMap<SourcePartition, (i64, i64)>;
+
+/// Why the watermarks of some partitions could not be listed.
+#[derive(Debug, thiserror::Error)]
+pub enum WatermarksError {
+    /// The request as a whole failed (no connection, time-out).
+    #[error("listing offsets of {count} partitions: {source}")]
+    Request {
+        count: usize,
+        #[source]
+        source: KafkaError,
+    },
+    /// The answer for one partition is an error or not an offset.
+    #[error("{partition}: {source}")]
+    Partition {
+        partition: SourcePartition,
+        #[source]
+        source: KafkaError,
+    },
+    #[error("{0}: no offset in the answer")]
+    Missing(SourcePartition),
+}
+
+impl WatermarksError {
+    /// The client's error behind this one, if there is one (to tell a
+    /// transient failure from a lasting one).
+    pub fn kafka(&self) -> Option<&KafkaError> {
+        match self {
+            WatermarksError::Request { source, .. } | WatermarksError::Partition { source, .. } => {
+                Some(source)
+            }
+            WatermarksError::Missing(_) => None,
+        }
+    }
+}
 
 /// The watermarks of every partition in `partitions`; an error names the
 /// first partition without an answer.
@@ -24,7 +59,7 @@ pub fn fetch_all<C: ConsumerContext>(
     client: &BaseConsumer<C>,
     partitions: &[SourcePartition],
     timeout: Duration,
-) -> Result<Watermarks, String> {
+) -> Result<Watermarks, WatermarksError> {
     if partitions.is_empty() {
         return Ok(Watermarks::new());
     }
@@ -34,7 +69,7 @@ pub fn fetch_all<C: ConsumerContext>(
         .iter()
         .map(|p| match (low.get(p), high.get(p)) {
             (Some(&low), Some(&high)) => Ok((p.clone(), (low, high))),
-            _ => Err(format!("{p}: no watermarks in the answer")),
+            _ => Err(WatermarksError::Missing(p.clone())),
         })
         .collect()
 }
@@ -45,23 +80,31 @@ fn list_offsets<C: ConsumerContext>(
     partitions: &[SourcePartition],
     at: Offset,
     timeout: Duration,
-) -> Result<HashMap<SourcePartition, i64>, String> {
+) -> Result<HashMap<SourcePartition, i64>, WatermarksError> {
     let mut request = TopicPartitionList::with_capacity(partitions.len());
     for p in partitions {
         request
             .add_partition_offset(&p.topic, p.partition, at)
-            .map_err(|e| format!("{p}: {e}"))?;
+            .map_err(|source| WatermarksError::Partition {
+                partition: p.clone(),
+                source,
+            })?;
     }
     let answer = client
         .offsets_for_times(request, timeout)
-        .map_err(|e| format!("listing offsets of {} partitions: {e}", partitions.len()))?;
+        .map_err(|source| WatermarksError::Request {
+            count: partitions.len(),
+            source,
+        })?;
     let mut offsets = HashMap::with_capacity(partitions.len());
     for element in answer.elements() {
         let partition = SourcePartition::new(element.topic(), element.partition());
-        element.error().map_err(|e| format!("{partition}: {e}"))?;
+        if let Err(source) = element.error() {
+            return Err(WatermarksError::Partition { partition, source });
+        }
         match element.offset() {
             Offset::Offset(offset) => offsets.insert(partition, offset),
-            other => return Err(format!("{partition}: no offset in the answer ({other:?})")),
+            _ => return Err(WatermarksError::Missing(partition)),
         };
     }
     Ok(offsets)

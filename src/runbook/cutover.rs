@@ -34,6 +34,7 @@ use crate::topics::filter::TopicFilter;
 use crate::verify::range::Range;
 use crate::verify::report::{Report, Verdict};
 use crate::verify::{verify, Pairing, VerifyOptions};
+use eosmirror_state::SourcePartition;
 
 /// How often replication progress is checked while waiting.
 const POLL: Duration = Duration::from_secs(1);
@@ -171,10 +172,11 @@ fn catch_up(
 ) -> anyhow::Result<Vec<PartitionCatchUp>> {
     let wanted = partitions.iter().cloned().collect();
     let positions = read_positions(target, &InternalTopics::for_alias(alias).position, &wanted)?;
+    let stable_ends = source.stable_watermarks_of(&source_partitions(partitions))?;
     let mut out = Vec::new();
     for tp in partitions {
         let (topic, partition) = tp;
-        let (low, stable) = source.stable_watermarks(topic, *partition)?;
+        let (low, stable) = stable_ends[&SourcePartition::new(topic, *partition)];
         let sampled_high = sampled[tp];
         let position = positions.get(tp).map_or(low, |p| p.next_source_offset);
         // Past the position, only transaction markers or aborted records
@@ -202,9 +204,17 @@ fn high_watermarks(
     source: &Side,
     partitions: &[TopicPartition],
 ) -> anyhow::Result<BTreeMap<TopicPartition, i64>> {
+    Ok(source
+        .watermarks_of(&source_partitions(partitions))?
+        .into_iter()
+        .map(|(p, (_, high))| ((p.topic, p.partition), high))
+        .collect())
+}
+
+fn source_partitions(partitions: &[TopicPartition]) -> Vec<SourcePartition> {
     partitions
         .iter()
-        .map(|(t, p)| Ok(((t.clone(), *p), source.watermarks(t, *p)?.1)))
+        .map(|(topic, partition)| SourcePartition::new(topic, *partition))
         .collect()
 }
 

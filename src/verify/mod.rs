@@ -24,12 +24,13 @@ pub mod progress_line;
 pub mod range;
 pub mod report;
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::bail;
+use eosmirror_state::SourcePartition;
 
 use crate::clusters::{Cluster, Endpoints, CONNECT_TIMEOUT};
 use crate::config::ClientRole;
@@ -131,9 +132,9 @@ pub fn verify(options: &VerifyOptions) -> anyhow::Result<Report> {
     )?;
     let stall_limit = options.stall_timeout;
     let readers = 2 * options.parallelism;
-    let queue_kbytes = (options.max_memory_bytes / readers / 1024).max(1);
-    let mut source = source_cluster.side(queue_kbytes, stall_limit);
-    let mut target = target_cluster.side(queue_kbytes, stall_limit);
+    let reader_kbytes = options.max_memory_bytes / readers / 1024;
+    let mut source = source_cluster.side(reader_kbytes, stall_limit);
+    let mut target = target_cluster.side(reader_kbytes, stall_limit);
     if let Some(rate) = options.throttle_bytes_per_sec {
         for side in [&mut source, &mut target] {
             side.throttle = Some(Arc::new(Throttle::new(ThrottleLimits {
@@ -235,15 +236,11 @@ fn plan_mapped_jobs(
     alias: &str,
     range: Range,
 ) -> anyhow::Result<()> {
-    let mut target_marks = BTreeMap::new();
-    for job in jobs.iter().filter(|j| j.report.unverifiable.is_empty()) {
-        let r = &job.report;
-        let (low, high) = target.watermarks(&r.target_topic, r.partition)?;
-        target_marks.insert(
-            (r.target_topic.clone(), r.partition),
-            Watermarks { low, high },
-        );
-    }
+    let mut target_marks: BTreeMap<(String, i32), Watermarks> = target
+        .watermarks_of(&partitions_of(jobs, SideName::Target))?
+        .into_iter()
+        .map(|(p, (low, high))| ((p.topic, p.partition), Watermarks { low, high }))
+        .collect();
     // Every transaction below the snapshot must end before the mapping is
     // read (see the module comment).
     let ends: Vec<(String, i32, i64)> = target_marks
@@ -266,9 +263,10 @@ fn plan_mapped_jobs(
         }
     }
 
+    let source_ends = source_committed_ends(source, jobs)?;
     for job in jobs.iter_mut().filter(|j| j.report.unverifiable.is_empty()) {
         let r = &mut job.report;
-        let source_marks = source_committed_end(source, r)?;
+        let source_marks = source_ends[&SourcePartition::new(&r.topic, r.partition)];
         let map = maps
             .get(&(r.topic.clone(), r.partition))
             .cloned()
@@ -300,15 +298,43 @@ fn plan_mapped_jobs(
     Ok(())
 }
 
-/// The source partition's committed data: up to its last stable offset.
-/// Records past it are in a transaction still open; they are named in the
-/// report (a commit would add them later), not read, since a
-/// `read_committed` read would wait for that transaction to end.
-fn source_committed_end(source: &Side, r: &mut PartitionReport) -> Result<Watermarks, ReadError> {
-    let (low, stable) = source.stable_watermarks(&r.topic, r.partition)?;
-    let (_, high) = source.watermarks(&r.topic, r.partition)?;
-    r.open_transaction = (high > stable).then_some((stable, high));
-    Ok(Watermarks { low, high: stable })
+/// The partitions of `jobs` still to be verified, on one side.
+fn partitions_of(jobs: &[Job], side: SideName) -> Vec<SourcePartition> {
+    jobs.iter()
+        .filter(|j| j.report.unverifiable.is_empty())
+        .map(|j| {
+            let r = &j.report;
+            let topic = match side {
+                SideName::Source => &r.topic,
+                SideName::Target => &r.target_topic,
+            };
+            SourcePartition::new(topic, r.partition)
+        })
+        .collect()
+}
+
+/// The committed data of every source partition still to be verified: up
+/// to its last stable offset. Records past it are in a transaction still
+/// open; they are named in the report (a commit would add them later), not
+/// read, since a `read_committed` read would wait for that transaction to
+/// end.
+fn source_committed_ends(
+    source: &Side,
+    jobs: &mut [Job],
+) -> Result<HashMap<SourcePartition, Watermarks>, ReadError> {
+    let partitions = partitions_of(jobs, SideName::Source);
+    let stable = source.stable_watermarks_of(&partitions)?;
+    let all = source.watermarks_of(&partitions)?;
+    for job in jobs.iter_mut().filter(|j| j.report.unverifiable.is_empty()) {
+        let r = &mut job.report;
+        let key = SourcePartition::new(&r.topic, r.partition);
+        let (stable_end, high) = (stable[&key].1, all[&key].1);
+        r.open_transaction = (high > stable_end).then_some((stable_end, high));
+    }
+    Ok(stable
+        .into_iter()
+        .map(|(p, (low, high))| (p, Watermarks { low, high }))
+        .collect())
 }
 
 /// Plans every partition for order-based comparison (sequence mode).
@@ -319,14 +345,16 @@ fn plan_sequence_jobs(
     range: Range,
     starts: &Starts,
 ) -> anyhow::Result<()> {
+    let source_ends = source_committed_ends(source, jobs)?;
+    // Another tool's copy: its open transactions are not waited for.
+    let target_ends = target.stable_watermarks_of(&partitions_of(jobs, SideName::Target))?;
     for job in jobs.iter_mut().filter(|j| j.report.unverifiable.is_empty()) {
         let r = &mut job.report;
         let Watermarks {
             low: s_low,
             high: s_high,
-        } = source_committed_end(source, r)?;
-        // Another tool's copy: its open transactions are not waited for.
-        let (t_low, t_high) = target.stable_watermarks(&r.target_topic, r.partition)?;
+        } = source_ends[&SourcePartition::new(&r.topic, r.partition)];
+        let (t_low, t_high) = target_ends[&SourcePartition::new(&r.target_topic, r.partition)];
         let (mut s_from, mut t_from) = match range {
             Range::All => (s_low, t_low),
             // Copies keep source timestamps, so the same time finds the
