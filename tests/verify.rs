@@ -442,3 +442,90 @@ fn an_unmatched_include_is_refused() {
         "{stderr}"
     );
 }
+
+/// `--last` and `--since` read only the tail of the offset mapping that
+/// covers their range, not the whole history: a progress topic whose
+/// oldest record is unreadable (standing for a long history) still
+/// verifies a recent range, and the tail's mapping is exact (an altered
+/// copy in it is found at its offsets).
+#[test]
+fn a_recent_range_reads_only_the_tail_of_the_mapping_history() {
+    const RECORDS: usize = 6_000;
+    let bed = bed();
+    let topic = bed.source.create_topic("verify-tail", 1);
+    let source: Vec<_> = (0..RECORDS).map(|i| record(0, i)).collect();
+    bed.source.produce(&topic, &source);
+    let setup = MirrorSetup::new(&bed.source.bootstrap, &bed.target.bootstrap);
+
+    // A history longer than the first chunk read backwards (4,096 offsets),
+    // which starts with a record no eosmirror can decode.
+    let progress = InternalTopics::for_alias(&setup.alias).progress;
+    bed.target
+        .create_topic_with(&progress, 1, &[("retention.ms", "-1")]);
+    let unreadable = TestRecord {
+        partition: 0,
+        key: Some(b"unreadable".to_vec()),
+        value: Some(vec![0xff; 8]),
+        headers: vec![],
+        timestamp: None,
+    };
+    bed.target.produce(&progress, &[unreadable]);
+    // The copies, one transaction at target offsets 0..RECORDS; the copy of
+    // source offset ALTERED has another value.
+    const ALTERED: usize = RECORDS - 10;
+    bed.target
+        .create_topic_with(&topic, 1, &[("retention.ms", "-1")]);
+    let mut copies = source.clone();
+    copies[ALTERED].value = Some(b"altered".to_vec());
+    bed.target
+        .produce_transaction(&topic, &copies, TxnOutcome::Commit);
+    // One progress record per copy, as one commit each would write.
+    let partition = SourcePartition::new(&topic, 0);
+    let history: Vec<TestRecord> = (0..RECORDS as i64)
+        .map(|i| TestRecord {
+            partition: 0,
+            key: Some(ProgressRecord::key(&partition)),
+            value: Some(
+                ProgressRecord {
+                    source: partition.clone(),
+                    lineage: Lineage {
+                        source_cluster_id: "verify-test".into(),
+                        source_topic_id: TopicId([1; 16]),
+                        target_topic_id: TopicId([2; 16]),
+                    },
+                    runs: vec![OffsetRun {
+                        source_start: i,
+                        target_start: i,
+                        len: 1,
+                    }],
+                    next_source_offset: i + 1,
+                    next_target_offset: i + 1,
+                    instance: 7,
+                    committed_at_ms: 0,
+                }
+                .encode(),
+            ),
+            headers: vec![],
+            timestamp: None,
+        })
+        .collect();
+    bed.target.produce(&progress, &history);
+
+    // The whole history is needed, and its first record cannot be read.
+    let (code, _, stderr) = verify(&setup, &["--include", &topic]);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("offset 0 is unreadable"), "{stderr}");
+    // A recent range never reaches it, and finds the altered copy.
+    let altered = vec![(
+        "altered".to_string(),
+        Some(ALTERED as i64),
+        Some(ALTERED as i64),
+    )];
+    let since = (1_600_000_000_000 + RECORDS as i64 - 100).to_string();
+    for range in [["--last", "100"], ["--since", since.as_str()]] {
+        let (code, report) = verify_json(&setup, &["--include", &topic, range[0], range[1]]);
+        assert_eq!(anomalies(&report), altered, "{range:?}: {report}");
+        assert_eq!(code, 1, "{range:?}: {report}");
+        assert_eq!(report["source_records"].as_u64(), Some(100), "{report}");
+    }
+}

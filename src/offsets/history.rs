@@ -7,8 +7,11 @@ use std::sync::Arc;
 use anyhow::{bail, Context};
 
 use super::mapping::OffsetMap;
+use super::tail::{Needed, TailSearch};
 use crate::read::{RangeReader, Side};
+use crate::replication::layout::Layout;
 use crate::replication::progress::{InternalTopics, Lineage, ProgressRecord};
+use eosmirror_state::SourcePartition;
 
 /// Offset mappings by source topic and partition.
 pub type Mappings = BTreeMap<(String, i32), OffsetMap>;
@@ -21,7 +24,8 @@ pub fn read_mappings(
     progress_topic: &str,
     wanted: &BTreeSet<(String, i32)>,
 ) -> anyhow::Result<(Mappings, bool)> {
-    let (histories, _, truncated) = read_histories(target, progress_topic, wanted, None)?;
+    let (histories, _, truncated) =
+        read_histories(target, progress_topic, wanted, None, &Needed::All)?;
     Ok((seal(histories), truncated))
 }
 
@@ -38,14 +42,18 @@ pub type TargetEnds = BTreeMap<(String, i32), i64>;
 /// offset where that commit's copies start: the snapshot can be checked
 /// only below it, since copies of a transaction still open at the snapshot
 /// may already lie below the snapshot's end.
+///
+/// Only the history `needed` is read: for a range that does not start at
+/// the beginning, the tail that covers it (see [`super::tail`]).
 pub fn read_mappings_as_of(
     target: &Side,
     progress_topic: &str,
     ends: &TargetEnds,
+    needed: &Needed,
 ) -> anyhow::Result<(Mappings, TargetEnds, bool)> {
     let wanted = ends.keys().cloned().collect();
     let (histories, later, truncated) =
-        read_histories(target, progress_topic, &wanted, Some(ends))?;
+        read_histories(target, progress_topic, &wanted, Some(ends), needed)?;
     Ok((seal(histories), later, truncated))
 }
 
@@ -65,7 +73,8 @@ pub fn read_mappings_with_positions(
     wanted: &BTreeSet<(String, i32)>,
 ) -> anyhow::Result<(Mappings, bool)> {
     let positions = read_positions(target, &topics.position, wanted)?;
-    let (mut histories, _, truncated) = read_histories(target, &topics.progress, wanted, None)?;
+    let (mut histories, _, truncated) =
+        read_histories(target, &topics.progress, wanted, None, &Needed::All)?;
     for (key, position) in positions {
         let (lineage, map) = histories
             .entry(key)
@@ -93,15 +102,35 @@ fn read_histories(
     progress_topic: &str,
     wanted: &BTreeSet<(String, i32)>,
     as_of: Option<&TargetEnds>,
+    needed: &Needed,
 ) -> anyhow::Result<(Histories, TargetEnds, bool)> {
     let ranges = internal_topic_ranges(target, progress_topic)?;
-    let truncated = ranges.iter().any(|&(_, low, _)| low > 0);
+    // A source partition's records are all in one internal partition (its
+    // lane's: the partition count is the lane count), in commit order.
+    let lane_of = |key: &(String, i32)| {
+        Layout::new(ranges.len() as u32).ok().map(|layout| {
+            layout
+                .lane_of(&SourcePartition::new(&key.0, key.1))
+                .internal_partition()
+        })
+    };
+    let mut truncated = false;
     let mut histories = Histories::new();
     let mut later = TargetEnds::new();
-    // A source partition's records are all in one internal partition (its
-    // lane's), in commit order.
-    for (partition, low, high) in ranges {
-        for_each_record(target, progress_topic, partition, low, high, |record| {
+    for (partition, low, high) in ranges.iter().copied() {
+        let keys = wanted
+            .iter()
+            .filter(|key| lane_of(key).is_none_or(|lane| lane == partition))
+            .cloned();
+        let start = match needed {
+            Needed::All => low,
+            _ => {
+                let mut search = TailSearch::new(needed, as_of, keys);
+                tail_start(target, progress_topic, partition, low, high, &mut search)?
+            }
+        };
+        truncated |= start == low && low > 0;
+        for_each_record(target, progress_topic, partition, start, high, |record| {
             let key = (record.source.topic.clone(), record.source.partition);
             if !wanted.contains(&key) || later.contains_key(&key) {
                 return;
@@ -130,6 +159,39 @@ fn read_histories(
     }
     Ok((histories, later, truncated))
 }
+
+/// Where the history `search` needs starts in `topic`-`partition`, whose
+/// committed records are `[low, high)`: read backwards in chunks that
+/// double, so a tail of n records costs reading at most some 2n. `low` when
+/// the tail needed reaches back that far.
+fn tail_start(
+    target: &Side,
+    topic: &str,
+    partition: i32,
+    low: i64,
+    high: i64,
+    search: &mut TailSearch<'_>,
+) -> anyhow::Result<i64> {
+    let mut start = high;
+    let mut chunk = FIRST_TAIL_CHUNK;
+    while start > low && !search.covered() {
+        let end = start;
+        start = (end - chunk).max(low);
+        chunk = chunk.saturating_mul(2);
+        let mut records = Vec::new();
+        for_each_record(target, topic, partition, start, end, |record| {
+            let key = (record.source.topic.clone(), record.source.partition);
+            if search.wants(&key) {
+                records.push(record);
+            }
+        })?;
+        search.older_chunk(records);
+    }
+    Ok(start)
+}
+
+/// Offsets of the first chunk [`tail_start`] reads.
+const FIRST_TAIL_CHUNK: i64 = 4096;
 
 fn seal(histories: Histories) -> Mappings {
     histories

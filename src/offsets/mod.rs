@@ -3,3 +3,4 @@
 
 pub mod history;
 pub mod mapping;
+pub mod tail;

@@ -36,6 +36,7 @@ use crate::clusters::{Cluster, Endpoints, CONNECT_TIMEOUT};
 use crate::config::ClientRole;
 use crate::offsets::history::{read_mappings_as_of, TargetEnds};
 use crate::offsets::mapping::OffsetMap;
+use crate::offsets::tail::Needed;
 use crate::read::{first_committed, RangeReader, ReadError, Side};
 use crate::replication::progress::InternalTopics;
 use crate::replication::throttle::{Throttle, ThrottleLimits};
@@ -255,8 +256,28 @@ fn plan_mapped_jobs(
         .map(|(key, marks)| (key.clone(), marks.high))
         .collect();
     let topics = InternalTopics::for_alias(alias);
+    // `--since`: where each partition's range starts on the source.
+    let mut since_offsets = BTreeMap::new();
+    if let Range::Since(ms) = range {
+        for job in jobs.iter().filter(|j| j.report.unverifiable.is_empty()) {
+            let r = &job.report;
+            let offset = source.offset_for_time(&r.topic, r.partition, ms)?;
+            since_offsets.insert((r.topic.clone(), r.partition), offset);
+        }
+    }
+    let needed = match range {
+        Range::All => Needed::All,
+        // No record at or after the time: the range starts at the end.
+        Range::Since(_) => Needed::From(
+            since_offsets
+                .iter()
+                .map(|(key, offset)| (key.clone(), offset.unwrap_or(i64::MAX)))
+                .collect(),
+        ),
+        Range::Last(n) => Needed::Last(n),
+    };
     let (maps, later, history_truncated) =
-        read_mappings_as_of(target, &topics.progress, &snapshot)?;
+        read_mappings_as_of(target, &topics.progress, &snapshot, &needed)?;
     for (key, cut) in later {
         if let Some(marks) = target_marks.get_mut(&key) {
             marks.high = marks.high.min(cut).max(marks.low);
@@ -271,10 +292,10 @@ fn plan_mapped_jobs(
             .get(&(r.topic.clone(), r.partition))
             .cloned()
             .unwrap_or_default();
-        let since_offset = match range {
-            Range::Since(ms) => source.offset_for_time(&r.topic, r.partition, ms)?,
-            _ => None,
-        };
+        let since_offset = since_offsets
+            .get(&(r.topic.clone(), r.partition))
+            .copied()
+            .flatten();
         let plan = plan_mapped(&PlanInputs {
             range,
             source: source_marks,

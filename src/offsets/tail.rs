@@ -1,0 +1,249 @@
+//! How far back the progress history must be read when only its tail is
+//! checked (`verify --since` or `--last`, and cutover's check of the
+//! copy's tail): the mapping read then grows with the range checked, not
+//! with the history kept.
+//!
+//! The history of a partition is a sequence of commits, each one progress
+//! record in its lane's partition of the progress topic. It is read
+//! backwards in growing chunks until, for every partition of the lane, the
+//! commits newer than some commit `c` cover the range checked; reading
+//! forwards from there gives the same mapping for that range as the whole
+//! history, since a record copied inside the range is recorded after the
+//! position moved past the range's start.
+
+use std::collections::BTreeMap;
+
+use super::history::TargetEnds;
+use crate::replication::progress::{Lineage, ProgressRecord};
+
+/// A source partition: topic and partition number.
+type Key = (String, i32);
+
+/// How much of each partition's history a reader needs.
+#[derive(Debug, Clone)]
+pub enum Needed {
+    /// All of it (`verify` without a range, translation, failover).
+    All,
+    /// The commits from the last one at or before a source offset, per
+    /// partition (`--since`: its first offset at the time given).
+    From(BTreeMap<Key, i64>),
+    /// Commits holding at least the last `n` copied records of each
+    /// partition (`--last n`).
+    Last(u64),
+}
+
+/// What is known of one partition while its history is read backwards.
+#[derive(Debug, Default)]
+struct Coverage {
+    /// The lineage of its newest commit: an older lineage's history is
+    /// replaced by the newer one's, so it is never needed.
+    lineage: Option<Lineage>,
+    /// Records copied by the commits seen so far.
+    copied: u64,
+    /// The commits seen cover the range.
+    covered: bool,
+}
+
+/// The backwards search over one partition of the progress topic.
+#[derive(Debug)]
+pub struct TailSearch<'a> {
+    needed: &'a Needed,
+    /// Commits past these target ends were made after verify's snapshot;
+    /// they are not part of the mapping (see `read_mappings_as_of`).
+    as_of: Option<&'a TargetEnds>,
+    partitions: BTreeMap<Key, Coverage>,
+}
+
+impl<'a> TailSearch<'a> {
+    /// A search for the commits of `partitions` (those whose lane writes
+    /// the progress partition searched).
+    pub fn new(
+        needed: &'a Needed,
+        as_of: Option<&'a TargetEnds>,
+        partitions: impl IntoIterator<Item = Key>,
+    ) -> TailSearch<'a> {
+        TailSearch {
+            needed,
+            as_of,
+            partitions: partitions
+                .into_iter()
+                .map(|key| (key, Coverage::default()))
+                .collect(),
+        }
+    }
+
+    /// Whether a record of `key` is still of interest.
+    pub fn wants(&self, key: &Key) -> bool {
+        self.partitions.get(key).is_some_and(|c| !c.covered)
+    }
+
+    /// Every partition's range is covered by the commits seen.
+    pub fn covered(&self) -> bool {
+        self.partitions.values().all(|c| c.covered)
+    }
+
+    /// Takes the records of the next older chunk, in commit order.
+    pub fn older_chunk(&mut self, records: Vec<ProgressRecord>) {
+        let mut by_partition: BTreeMap<Key, Vec<ProgressRecord>> = BTreeMap::new();
+        for record in records {
+            let key = (record.source.topic.clone(), record.source.partition);
+            if self.wants(&key) {
+                by_partition.entry(key).or_default().push(record);
+            }
+        }
+        for (key, records) in by_partition {
+            let end = self.as_of.and_then(|ends| ends.get(&key)).copied();
+            let from = match self.needed {
+                Needed::From(starts) => starts.get(&key).copied(),
+                _ => None,
+            };
+            let coverage = self.partitions.get_mut(&key).expect("a wanted partition");
+            for record in records.iter().rev() {
+                if end.is_some_and(|end| record.next_target_offset > end) {
+                    continue;
+                }
+                match &coverage.lineage {
+                    None => coverage.lineage = Some(record.lineage.clone()),
+                    Some(newest) if *newest != record.lineage => coverage.covered = true,
+                    Some(_) => {}
+                }
+                // `record` is where the position stood before the newer
+                // commits seen: do they cover the range?
+                coverage.covered |= match self.needed {
+                    Needed::All => false,
+                    Needed::From(_) => from.is_none_or(|from| record.next_source_offset <= from),
+                    Needed::Last(n) => coverage.copied >= *n,
+                };
+                if coverage.covered {
+                    break;
+                }
+                coverage.copied += record.runs.iter().map(|r| r.len).sum::<u64>();
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use eosmirror_state::{OffsetRun, SourcePartition};
+
+    use super::*;
+    use crate::topics::identity::TopicId;
+
+    fn lineage(incarnation: u8) -> Lineage {
+        Lineage {
+            source_cluster_id: "source".into(),
+            source_topic_id: TopicId([incarnation; 16]),
+            target_topic_id: TopicId([0; 16]),
+        }
+    }
+
+    /// A commit of `len` records of partition p-0 at `source`, copied to
+    /// `target` (the marker follows the copies).
+    fn commit(source: i64, target: i64, len: u64) -> ProgressRecord {
+        ProgressRecord {
+            source: SourcePartition::new("p", 0),
+            lineage: lineage(1),
+            runs: vec![OffsetRun {
+                source_start: source,
+                target_start: target,
+                len,
+            }],
+            next_source_offset: source + len as i64,
+            next_target_offset: target + len as i64 + 1,
+            instance: 1,
+            committed_at_ms: 0,
+        }
+    }
+
+    /// Ten commits of ten records: source [0, 100), target [0, 110).
+    fn history() -> Vec<ProgressRecord> {
+        (0..10).map(|i| commit(i * 10, i * 11, 10)).collect()
+    }
+
+    fn key() -> Key {
+        ("p".into(), 0)
+    }
+
+    #[test]
+    fn since_is_covered_by_the_commits_after_the_position_passed_it() {
+        let needed = Needed::From([(key(), 35)].into());
+        let mut search = TailSearch::new(&needed, None, [key()]);
+        // Commits 4..10 start at 40: 35 is not covered yet.
+        search.older_chunk(history()[4..].to_vec());
+        assert!(!search.covered());
+        // Commit 3 ends at 40, commit 2 at 30 <= 35: covered.
+        search.older_chunk(history()[2..4].to_vec());
+        assert!(search.covered());
+        // A partition whose range starts past its last commit needs the
+        // last commit only (it says where the copy stands).
+        let needed = Needed::From([(key(), 100)].into());
+        let mut search = TailSearch::new(&needed, None, [key()]);
+        search.older_chunk(history()[9..].to_vec());
+        assert!(search.covered());
+    }
+
+    #[test]
+    fn last_is_covered_once_the_newer_commits_hold_n_records() {
+        let needed = Needed::Last(25);
+        let mut search = TailSearch::new(&needed, None, [key()]);
+        search.older_chunk(history()[8..].to_vec());
+        assert!(!search.covered(), "20 records seen");
+        search.older_chunk(history()[6..8].to_vec());
+        assert!(search.covered(), "30 records after commit 6");
+    }
+
+    #[test]
+    fn a_partition_with_too_little_history_is_never_covered() {
+        let needed = Needed::Last(1_000);
+        let mut search = TailSearch::new(&needed, None, [key()]);
+        search.older_chunk(history());
+        assert!(!search.covered());
+        let all = Needed::All;
+        let mut search = TailSearch::new(&all, None, [key()]);
+        search.older_chunk(history());
+        assert!(!search.covered());
+    }
+
+    #[test]
+    fn commits_after_the_snapshot_do_not_count() {
+        let needed = Needed::Last(15);
+        // The snapshot ends at target 77: commits 7..10 came after it.
+        let ends: TargetEnds = [(key(), 77)].into();
+        let mut search = TailSearch::new(&needed, Some(&ends), [key()]);
+        search.older_chunk(history()[5..].to_vec());
+        assert!(
+            !search.covered(),
+            "only commits 5 and 6 are in the snapshot"
+        );
+        search.older_chunk(history()[4..5].to_vec());
+        assert!(search.covered());
+    }
+
+    #[test]
+    fn an_older_lineage_ends_the_search() {
+        let needed = Needed::Last(1_000);
+        let mut search = TailSearch::new(&needed, None, [key()]);
+        let mut records = history();
+        for r in &mut records[..5] {
+            r.lineage = lineage(0);
+        }
+        search.older_chunk(records[5..].to_vec());
+        assert!(!search.covered());
+        search.older_chunk(records[4..5].to_vec());
+        assert!(search.covered());
+    }
+
+    #[test]
+    fn only_the_searched_partitions_count() {
+        let needed = Needed::Last(5);
+        let mut search = TailSearch::new(&needed, None, [key(), ("q".into(), 1)]);
+        assert!(!search.wants(&("other".into(), 0)));
+        search.older_chunk(history());
+        assert!(!search.covered(), "q-1 has no commit yet");
+        let mut q = commit(0, 0, 10);
+        q.source = SourcePartition::new("q", 1);
+        search.older_chunk(vec![q.clone(), q]);
+        assert!(search.covered());
+    }
+}
