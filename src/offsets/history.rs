@@ -122,14 +122,16 @@ fn read_histories(
             .iter()
             .filter(|key| lane_of(key).is_none_or(|lane| lane == partition))
             .cloned();
-        let start = match needed {
-            Needed::All => low,
+        let (start, covered) = match needed {
+            Needed::All => (low, false),
             _ => {
                 let mut search = TailSearch::new(needed, as_of, keys);
-                tail_start(target, progress_topic, partition, low, high, &mut search)?
+                let start = tail_start(target, progress_topic, partition, low, high, &mut search)?;
+                (start, search.covered())
             }
         };
-        truncated |= start == low && low > 0;
+        // Retention deleted the beginning of a history still needed.
+        truncated |= low > 0 && start == low && !covered;
         for_each_record(target, progress_topic, partition, start, high, |record| {
             let key = (record.source.topic.clone(), record.source.partition);
             if !wanted.contains(&key) || later.contains_key(&key) {
