@@ -13,7 +13,6 @@
 
 use std::collections::BTreeMap;
 
-use super::history::TargetEnds;
 use crate::replication::progress::{Lineage, ProgressRecord};
 
 /// A source partition: topic and partition number.
@@ -50,7 +49,7 @@ pub struct TailSearch<'a> {
     needed: &'a Needed,
     /// Commits past these target ends were made after verify's snapshot;
     /// they are not part of the mapping (see `read_mappings_as_of`).
-    as_of: Option<&'a TargetEnds>,
+    as_of: Option<&'a BTreeMap<Key, i64>>,
     partitions: BTreeMap<Key, Coverage>,
 }
 
@@ -59,7 +58,7 @@ impl<'a> TailSearch<'a> {
     /// the progress partition searched).
     pub fn new(
         needed: &'a Needed,
-        as_of: Option<&'a TargetEnds>,
+        as_of: Option<&'a BTreeMap<Key, i64>>,
         partitions: impl IntoIterator<Item = Key>,
     ) -> TailSearch<'a> {
         TailSearch {
@@ -209,7 +208,7 @@ mod tests {
     fn commits_after_the_snapshot_do_not_count() {
         let needed = Needed::Last(15);
         // The snapshot ends at target 77: commits 7..10 came after it.
-        let ends: TargetEnds = [(key(), 77)].into();
+        let ends = [(key(), 77)].into();
         let mut search = TailSearch::new(&needed, Some(&ends), [key()]);
         search.older_chunk(history()[5..].to_vec());
         assert!(
