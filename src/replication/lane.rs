@@ -140,6 +140,12 @@ const ABORT_BACKOFF_MAX: Duration = Duration::from_secs(10);
 /// How often a lane publishes its partitions' lag.
 const LAG_INTERVAL: Duration = Duration::from_secs(5);
 
+/// How long a lane's source consumer waits to fetch a partition again after
+/// finding its prefetch queue full, unless the consumer file says. The
+/// queue fills while the lane flushes and commits; librdkafka's default, 1
+/// s, then left the lane with nothing to copy once it had drained the queue.
+const FETCH_QUEUE_BACKOFF_MS: &str = "10";
+
 /// The source partitions of one lane, shared between the supervisor (which
 /// discovers partitions) and the lane (which copies them). A change takes
 /// effect at the lane's next batch boundary, with a new session.
@@ -461,6 +467,9 @@ impl LaneWorker {
             "queued.max.messages.kbytes",
             self.budget.consumer_prefetch_kbytes.to_string(),
         );
+        if source.get("fetch.queue.backoff.ms").is_none() {
+            source.set("fetch.queue.backoff.ms", FETCH_QUEUE_BACKOFF_MS);
+        }
         let stats = ClientStats::enable(
             &mut source,
             self.kafka_client("source"),
