@@ -107,8 +107,9 @@ fn read_histories(
     let ranges = internal_topic_ranges(target, progress_topic)?;
     // A source partition's records are all in one internal partition (its
     // lane's: the partition count is the lane count), in commit order.
+    let layout = Layout::new(ranges.len() as u32).ok();
     let lane_of = |key: &(String, i32)| {
-        Layout::new(ranges.len() as u32).ok().map(|layout| {
+        layout.map(|layout| {
             layout
                 .lane_of(&SourcePartition::new(&key.0, key.1))
                 .internal_partition()
@@ -118,13 +119,13 @@ fn read_histories(
     let mut histories = Histories::new();
     let mut later = TargetEnds::new();
     for (partition, low, high) in ranges.iter().copied() {
-        let keys = wanted
-            .iter()
-            .filter(|key| lane_of(key).is_none_or(|lane| lane == partition))
-            .cloned();
         let (start, covered) = match needed {
             Needed::All => (low, false),
             _ => {
+                let keys = wanted
+                    .iter()
+                    .filter(|key| lane_of(key).is_none_or(|lane| lane == partition))
+                    .cloned();
                 let mut search = TailSearch::new(needed, as_of, keys);
                 let start = tail_start(target, progress_topic, partition, low, high, &mut search)?;
                 (start, search.covered())
