@@ -463,10 +463,7 @@ impl LaneWorker {
         self.known_position.set(Some(found.high_watermark - 1));
 
         let mut source = settings.source.clone();
-        source.set(
-            "queued.max.messages.kbytes",
-            self.budget.consumer_prefetch_kbytes.to_string(),
-        );
+        self.budget.bound_consumer(&mut source);
         if source.get("fetch.queue.backoff.ms").is_none() {
             source.set("fetch.queue.backoff.ms", FETCH_QUEUE_BACKOFF_MS);
         }
