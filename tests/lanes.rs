@@ -81,6 +81,19 @@ fn a_thousand_partitions_copy_exactly_through_kill_and_zombie() {
     );
     let peak_threads = threads(&first);
     first.kill();
+    // The run waited for the target's new partitions before starting its
+    // lanes: none of them restarted because a partition had no leader yet.
+    let first_output = first.output();
+    assert!(
+        first_output.contains("the target answers for the partitions just created"),
+        "{}",
+        tail(&first_output, 40)
+    );
+    let early_restarts: Vec<&str> = first_output
+        .lines()
+        .filter(|l| l.contains("restarting lane session") && l.contains("NotLeaderForPartition"))
+        .collect();
+    assert!(early_restarts.is_empty(), "{}", early_restarts.join("\n"));
 
     // Second instance: resumes, then is frozen (a zombie).
     bed.source.produce(&topic, &spread("b", 10_000, partitions));

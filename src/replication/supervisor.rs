@@ -22,7 +22,9 @@ use super::lane::{LanePartitions, LaneWorker, WorkerSettings};
 use super::layout::Lane;
 use super::limits::BufferBudget;
 use super::membership::{FleetSettings, LaneOwnership, Membership, MembershipError, Tenure};
+use super::positions::watermark_client;
 use super::status_topic::{self, Identity, StatusPublisher};
+use super::watermarks;
 use crate::health::Health;
 use crate::metrics as m;
 use crate::shutdown::Shutdown;
@@ -35,6 +37,10 @@ use crate::topics::target::{
 /// More new partitions than this in one refresh (a start at thousands of
 /// partitions) are logged as one line, each partition at debug level.
 const JOIN_LOG_LIMIT: usize = 64;
+
+/// Longest a refresh waits for the target to answer for partitions it
+/// created (about 10 s for 5,000 on the local clusters).
+const NEW_PARTITIONS_WAIT: Duration = Duration::from_secs(30);
 
 /// How often the run checks that no lane is stuck (see [`RunError::Stalled`]).
 const STALL_CHECK_INTERVAL: Duration = Duration::from_secs(5);
@@ -424,7 +430,7 @@ async fn refresh(
     if topics.is_empty() {
         tracing::warn!("no source topic matches --include/--exclude yet");
     }
-    let warnings = prepare_target(
+    let prepared = prepare_target(
         &settings.source_admin,
         &settings.target_admin,
         &topics,
@@ -433,9 +439,41 @@ async fn refresh(
         &settings.target_topics,
     )
     .await?;
+    if !prepared.new_partitions.is_empty() {
+        let reader = workers.target_reader.clone();
+        let new_partitions = prepared.new_partitions;
+        tokio::task::spawn_blocking(move || await_new_partitions(&reader, &new_partitions))
+            .await
+            .expect("readiness task panicked");
+    }
     let partitions = topics
         .iter()
         .flat_map(|t| (0..t.partitions).map(move |p| SourcePartition::new(&t.name, p)))
         .collect();
-    Ok((partitions, warnings))
+    Ok((partitions, prepared.warnings))
+}
+
+/// Waits (bounded) until the target answers for the partitions this refresh
+/// created, so lanes do not start against them and restart in a loop. Past
+/// the bound the lanes start anyway and retry as for any transient error.
+fn await_new_partitions(reader: &ClientConfig, partitions: &[SourcePartition]) {
+    let started = Instant::now();
+    let outcome = watermark_client(reader)
+        .map_err(|e| e.to_string())
+        .and_then(|client| {
+            watermarks::wait_until_listed(&client, partitions, NEW_PARTITIONS_WAIT)
+                .map_err(|e| e.to_string())
+        });
+    match outcome {
+        Ok(()) => tracing::info!(
+            partitions = partitions.len(),
+            waited_ms = started.elapsed().as_millis() as u64,
+            "the target answers for the partitions just created"
+        ),
+        Err(detail) => tracing::warn!(
+            partitions = partitions.len(),
+            %detail,
+            "the target does not answer yet for some partitions just created; lanes start anyway and retry"
+        ),
+    }
 }

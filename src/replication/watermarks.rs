@@ -9,7 +9,7 @@
 //! high watermark is the last stable offset).
 
 use std::collections::HashMap;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use eosmirror_state::SourcePartition;
 use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext};
@@ -72,6 +72,30 @@ pub fn fetch_all<C: ConsumerContext>(
             _ => Err(WatermarksError::Missing(p.clone())),
         })
         .collect()
+}
+
+/// Pause between attempts of [`wait_until_listed`].
+const LISTED_RETRY: Duration = Duration::from_millis(200);
+
+/// Waits until every partition in `partitions` answers ListOffsets, for at
+/// most `limit`; returns the last error when they still do not. A partition
+/// just created is in the metadata before its leader has loaded it, and is
+/// refused until then ("not leader"); lanes started meanwhile restart with
+/// a backoff that grows to seconds, each restart logged.
+pub fn wait_until_listed<C: ConsumerContext>(
+    client: &BaseConsumer<C>,
+    partitions: &[SourcePartition],
+    limit: Duration,
+) -> Result<(), WatermarksError> {
+    let deadline = Instant::now() + limit;
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match list_offsets(client, partitions, Offset::End, left.max(LISTED_RETRY)) {
+            Ok(_) => return Ok(()),
+            Err(e) if left.is_zero() => return Err(e),
+            Err(_) => std::thread::sleep(LISTED_RETRY.min(left)),
+        }
+    }
 }
 
 /// One ListOffsets round: `at` is `Offset::Beginning` or `Offset::End`.

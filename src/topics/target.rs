@@ -21,6 +21,8 @@ use rdkafka::types::RDKafkaErrorCode::{
     self, ClusterAuthorizationFailed, TopicAuthorizationFailed,
 };
 
+use eosmirror_state::SourcePartition;
+
 use super::filter::TopicFilter;
 use super::internal::{self, Finding, InternalKind, Needs, ToolConnection};
 use crate::replication::layout::Layout;
@@ -331,6 +333,17 @@ pub fn decide(
     decision
 }
 
+/// What [`prepare_target`] did.
+#[derive(Debug, Default)]
+pub struct Prepared {
+    /// Warnings about existing internal topics.
+    pub warnings: Vec<Finding>,
+    /// Partitions it created (new topics, internal ones included, and
+    /// partitions added): a broker answers for them only once it has loaded
+    /// them, seconds later at thousands of partitions.
+    pub new_partitions: Vec<SourcePartition>,
+}
+
 /// Creates or extends target topics so that every source partition has a
 /// same-numbered target partition, and creates the internal topics, as
 /// [`decide`] decided. Checks the internal topics that exist first
@@ -343,7 +356,7 @@ pub async fn prepare_target(
     target_metadata: &ClusterMetadata,
     internal: &InternalTopics,
     options: &TargetTopicOptions,
-) -> Result<Vec<Finding>, TopicError> {
+) -> Result<Prepared, TopicError> {
     let decision = decide(topics, target_metadata, internal, options);
     if let Some(refusal) = decision.refusals().into_iter().next() {
         return Err(refusal);
@@ -396,6 +409,7 @@ pub async fn prepare_target(
         }
         creations.push(new);
     }
+    let mut new_partitions = Vec::new();
     if !creations.is_empty() {
         let results = target_admin
             .create_topics(creations.iter(), &admin_options)
@@ -403,7 +417,14 @@ pub async fn prepare_target(
             .map_err(|e| admin_error("create topics", "(several)", e.to_string()))?;
         for result in results {
             match result {
-                Ok(name) => tracing::info!(topic = %name, "created target topic"),
+                Ok(name) => {
+                    tracing::info!(topic = %name, "created target topic");
+                    let count = creations
+                        .iter()
+                        .find(|c| c.name == name)
+                        .map_or(0, |c| c.num_partitions);
+                    new_partitions.extend((0..count).map(|p| SourcePartition::new(&name, p)));
+                }
                 // Another instance created it meanwhile: fine.
                 Err((_, RDKafkaErrorCode::TopicAlreadyExists)) => {}
                 Err((name, code)) => {
@@ -425,14 +446,26 @@ pub async fn prepare_target(
             .map_err(|e| admin_error("add partitions", "(several)", e.to_string()))?;
         for result in results {
             match result {
-                Ok(name) => tracing::info!(topic = %name, "added partitions to target topic"),
+                Ok(name) => {
+                    tracing::info!(topic = %name, "added partitions to target topic");
+                    if let Some((_, source_count, target_count)) =
+                        decision.too_few.iter().find(|(t, _, _)| *t == name)
+                    {
+                        new_partitions.extend(
+                            (*target_count..*source_count).map(|p| SourcePartition::new(&name, p)),
+                        );
+                    }
+                }
                 Err((name, code)) => {
                     return Err(admin_error("add partitions", &name, code.to_string()))
                 }
             }
         }
     }
-    Ok(warnings)
+    Ok(Prepared {
+        warnings,
+        new_partitions,
+    })
 }
 
 pub(crate) fn admin(
