@@ -39,8 +39,8 @@ use crate::topics::target::{
 const JOIN_LOG_LIMIT: usize = 64;
 
 /// Longest a refresh waits for the target to answer for partitions it
-/// created (about 10 s for 5,000 on the local clusters).
-const NEW_PARTITIONS_WAIT: Duration = Duration::from_secs(30);
+/// created (4 s for 1,000 and 20 s for 5,000 on the local clusters).
+const NEW_PARTITIONS_WAIT: Duration = Duration::from_secs(60);
 
 /// How often the run checks that no lane is stuck (see [`RunError::Stalled`]).
 const STALL_CHECK_INTERVAL: Duration = Duration::from_secs(5);
