@@ -72,7 +72,7 @@ impl BufferBudget {
     /// compares with the whole queue's length): its byte bound counts
     /// payloads only, and each queued record also costs librdkafka about
     /// 340 bytes, so 200 B records took half again their payload (1M × 200 B
-    /// over 1,000 partitions: 411–425 MB peak RSS, 288–296 MB with the
+    /// over 1,000 partitions: 430–444 MB peak RSS, 287–289 MB with the
     /// count bound, same speed). A `fetch.max.bytes` or `queued.min.messages`
     /// from the consumer file wins (trading memory for speed is the user's
     /// call); the fetch is never below `message.max.bytes`, which librdkafka
