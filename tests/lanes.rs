@@ -7,8 +7,8 @@ mod support;
 use std::time::{Duration, Instant};
 
 use support::mirror::{
-    assert_exact_copy, fenced_restarts, fences_per_lane, tail, wait_for_copy, Mirror, MirrorSetup,
-    MAX_ZOMBIE_FENCES,
+    assert_exact_copy, fenced_restarts, fences_per_lane, lane_restarts, tail, wait_for_copy,
+    Mirror, MirrorSetup, MAX_ZOMBIE_FENCES,
 };
 use support::{bed, free_local_address, scrape_metrics, Isolation, TestRecord};
 
@@ -89,10 +89,7 @@ fn a_thousand_partitions_copy_exactly_through_kill_and_zombie() {
         "{}",
         tail(&first_output, 40)
     );
-    let early_restarts: Vec<&str> = first_output
-        .lines()
-        .filter(|l| l.contains("restarting lane session") && l.contains("NotLeaderForPartition"))
-        .collect();
+    let early_restarts = lane_restarts(&first_output, "NotLeaderForPartition");
     assert!(early_restarts.is_empty(), "{}", early_restarts.join("\n"));
 
     // Second instance: resumes, then is frozen (a zombie).

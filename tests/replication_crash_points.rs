@@ -27,7 +27,8 @@ use std::time::{Duration, Instant};
 use eosmirror::failpoints;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use support::mirror::{
-    assert_exact_copy, copy_differences, count_committed, error_line, tail, Mirror, MirrorSetup,
+    assert_exact_copy, copy_differences, count_committed, error_line, lane_restarts, tail, Mirror,
+    MirrorSetup,
 };
 use support::proxy::Proxy;
 use support::{bed, unique_name, Isolation, ReadRecord, TestRecord, TxnOutcome};
@@ -719,10 +720,7 @@ fn a_silent_source_consumer_is_replaced_by_a_new_session() {
         "the fault point never fired:\n{}",
         tail(&output, 30)
     );
-    let replaced: Vec<&str> = output
-        .lines()
-        .filter(|l| l.contains("restarting lane session") && l.contains("reason=\"source_silent\""))
-        .collect();
+    let replaced = lane_restarts(&output, "reason=\"source_silent\"");
     assert_eq!(
         replaced.len(),
         1,

@@ -475,12 +475,18 @@ pub fn error_line(output: &str) -> Option<&str> {
     output.lines().find(|l| l.starts_with("eosmirror: error:"))
 }
 
-/// Session restarts an instance logged because its producer was fenced.
-pub fn fenced_restarts(output: &str) -> Vec<&str> {
+/// Lane session restarts an instance logged whose line contains `detail`
+/// (a `reason="..."` field or a word of the error).
+pub fn lane_restarts<'a>(output: &'a str, detail: &str) -> Vec<&'a str> {
     output
         .lines()
-        .filter(|l| l.contains("restarting lane session") && l.contains("reason=\"fenced\""))
+        .filter(|l| l.contains("restarting lane session") && l.contains(detail))
         .collect()
+}
+
+/// Session restarts an instance logged because its producer was fenced.
+pub fn fenced_restarts(output: &str) -> Vec<&str> {
+    lane_restarts(output, "reason=\"fenced\"")
 }
 
 /// Most fences of one lane allowed from a thawed zombie's one
