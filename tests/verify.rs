@@ -528,4 +528,13 @@ fn a_recent_range_reads_only_the_tail_of_the_mapping_history() {
         assert_eq!(code, 1, "{range:?}: {report}");
         assert_eq!(report["source_records"].as_u64(), Some(100), "{report}");
     }
+    // Sequence mode finds the same place by time on both sides.
+    let (code, report) = verify_json(
+        &setup,
+        &["--include", &topic, "--mode", "sequence", "--since", &since],
+    );
+    assert_eq!(anomalies(&report), altered, "sequence --since: {report}");
+    assert_eq!(code, 1, "sequence --since: {report}");
+    assert_eq!(report["source_records"].as_u64(), Some(100), "{report}");
+    assert_eq!(report["target_records"].as_u64(), Some(100), "{report}");
 }

@@ -2,6 +2,7 @@
 //! transaction markers and aborted records (which a reader never returns)
 //! still count as progress. Blocking: callers run them on their own threads.
 
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -348,7 +349,9 @@ impl Side {
     /// still open. Two ListOffsets requests per leader for all partitions:
     /// one partition at a time took seconds at 1,000 partitions.
     pub fn watermarks_of(&self, partitions: &[SourcePartition]) -> Result<Watermarks, ReadError> {
-        self.list_all_watermarks(partitions, false)
+        self.list_all(partitions, false, |client| {
+            watermarks::fetch_all(client, partitions, self.stall_limit)
+        })
     }
 
     /// [`Side::stable_watermarks`] of many partitions at once (see
@@ -357,14 +360,20 @@ impl Side {
         &self,
         partitions: &[SourcePartition],
     ) -> Result<Watermarks, ReadError> {
-        self.list_all_watermarks(partitions, true)
+        self.list_all(partitions, true, |client| {
+            watermarks::fetch_all(client, partitions, self.stall_limit)
+        })
     }
 
-    fn list_all_watermarks(
+    /// Asks `list` (ListOffsets requests about all of `partitions`) of the
+    /// shared query client of one isolation level, again while it fails
+    /// transiently.
+    fn list_all<T>(
         &self,
         partitions: &[SourcePartition],
         committed: bool,
-    ) -> Result<Watermarks, ReadError> {
+        list: impl Fn(&BaseConsumer) -> Result<T, WatermarksError>,
+    ) -> Result<T, ReadError> {
         let offsets = |source| ReadError::Offsets {
             side: self.name,
             source: Box::new(source),
@@ -375,29 +384,21 @@ impl Side {
                 source,
             })
         })?;
-        self.retry_transient(
-            || watermarks::fetch_all(&*client, partitions, self.stall_limit),
-            |e| e.kafka().is_some_and(is_transient),
-        )
-        .map_err(offsets)
+        self.retry_transient(|| list(&client), |e| e.kafka().is_some_and(is_transient))
+            .map_err(offsets)
     }
 
-    /// First offset whose timestamp is at or after `ms`; `None` if none is.
-    /// Asked `read_committed`, like every read that follows it.
-    pub fn offset_for_time(
+    /// For each of `partitions`, the first offset whose timestamp is at or
+    /// after `ms`; `None` where no record is. Asked `read_committed`, like
+    /// every read that follows it.
+    pub fn offsets_for_time(
         &self,
-        topic: &str,
-        partition: i32,
+        partitions: &[SourcePartition],
         ms: i64,
-    ) -> Result<Option<i64>, ReadError> {
-        let mut query = TopicPartitionList::new();
-        query
-            .add_partition_offset(topic, partition, Offset::Offset(ms))
-            .map_err(self.kafka(topic, partition))?;
-        let answer = self.query(topic, partition, true, |client| {
-            client.offsets_for_times(query.clone(), self.stall_limit)
-        })?;
-        Ok(offset_in(&answer, topic, partition))
+    ) -> Result<HashMap<SourcePartition, Option<i64>>, ReadError> {
+        self.list_all(partitions, true, |client| {
+            watermarks::offsets_for_time(client, partitions, ms, self.stall_limit)
+        })
     }
 
     /// Asks `ask` of the shared query client of one isolation level. A

@@ -68,8 +68,28 @@ pub fn fetch_all<C: ConsumerContext>(
     partitions
         .iter()
         .map(|p| match (low.get(p), high.get(p)) {
-            (Some(&low), Some(&high)) => Ok((p.clone(), (low, high))),
+            (Some(&Some(low)), Some(&Some(high))) => Ok((p.clone(), (low, high))),
             _ => Err(WatermarksError::Missing(p.clone())),
+        })
+        .collect()
+}
+
+/// For each partition in `partitions`, the first offset whose timestamp is
+/// at or after `ms`, `None` where no record is: one ListOffsets request per
+/// leader (one partition at a time was 1,000 round trips at 1,000
+/// partitions).
+pub fn offsets_for_time<C: ConsumerContext>(
+    client: &BaseConsumer<C>,
+    partitions: &[SourcePartition],
+    ms: i64,
+    timeout: Duration,
+) -> Result<HashMap<SourcePartition, Option<i64>>, WatermarksError> {
+    let answer = list_offsets(client, partitions, Offset::Offset(ms), timeout)?;
+    partitions
+        .iter()
+        .map(|p| match answer.get(p) {
+            Some(&offset) => Ok((p.clone(), offset)),
+            None => Err(WatermarksError::Missing(p.clone())),
         })
         .collect()
 }
@@ -98,13 +118,15 @@ pub fn wait_until_listed<C: ConsumerContext>(
     }
 }
 
-/// One ListOffsets round: `at` is `Offset::Beginning` or `Offset::End`.
+/// One ListOffsets round: `at` is `Offset::Beginning`, `Offset::End` or a
+/// timestamp as `Offset::Offset(ms)`. An answer without an offset (a time
+/// past the last record) is `None`.
 fn list_offsets<C: ConsumerContext>(
     client: &BaseConsumer<C>,
     partitions: &[SourcePartition],
     at: Offset,
     timeout: Duration,
-) -> Result<HashMap<SourcePartition, i64>, WatermarksError> {
+) -> Result<HashMap<SourcePartition, Option<i64>>, WatermarksError> {
     let mut request = TopicPartitionList::with_capacity(partitions.len());
     for p in partitions {
         request
@@ -126,10 +148,11 @@ fn list_offsets<C: ConsumerContext>(
         if let Err(source) = element.error() {
             return Err(WatermarksError::Partition { partition, source });
         }
-        match element.offset() {
-            Offset::Offset(offset) => offsets.insert(partition, offset),
-            _ => return Err(WatermarksError::Missing(partition)),
+        let offset = match element.offset() {
+            Offset::Offset(offset) => Some(offset),
+            _ => None,
         };
+        offsets.insert(partition, offset);
     }
     Ok(offsets)
 }

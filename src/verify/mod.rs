@@ -259,10 +259,8 @@ fn plan_mapped_jobs(
     // `--since`: where each partition's range starts on the source.
     let mut since_offsets = BTreeMap::new();
     if let Range::Since(ms) = range {
-        for job in jobs.iter().filter(|j| j.report.unverifiable.is_empty()) {
-            let r = &job.report;
-            let offset = source.offset_for_time(&r.topic, r.partition, ms)?;
-            since_offsets.insert((r.topic.clone(), r.partition), offset);
+        for (p, offset) in source.offsets_for_time(&partitions_of(jobs, SideName::Source), ms)? {
+            since_offsets.insert((p.topic, p.partition), offset);
         }
     }
     let needed = match range {
@@ -369,6 +367,15 @@ fn plan_sequence_jobs(
     let source_ends = source_committed_ends(source, jobs)?;
     // Another tool's copy: its open transactions are not waited for.
     let target_ends = target.stable_watermarks_of(&partitions_of(jobs, SideName::Target))?;
+    // Copies keep source timestamps, so the same time finds the same place
+    // on both sides.
+    let since_offsets = match range {
+        Range::Since(ms) => Some((
+            source.offsets_for_time(&partitions_of(jobs, SideName::Source), ms)?,
+            target.offsets_for_time(&partitions_of(jobs, SideName::Target), ms)?,
+        )),
+        Range::All | Range::Last(_) => None,
+    };
     for job in jobs.iter_mut().filter(|j| j.report.unverifiable.is_empty()) {
         let r = &mut job.report;
         let Watermarks {
@@ -378,16 +385,15 @@ fn plan_sequence_jobs(
         let (t_low, t_high) = target_ends[&SourcePartition::new(&r.target_topic, r.partition)];
         let (mut s_from, mut t_from) = match range {
             Range::All => (s_low, t_low),
-            // Copies keep source timestamps, so the same time finds the
-            // same place on both sides.
-            Range::Since(ms) => (
-                source
-                    .offset_for_time(&r.topic, r.partition, ms)?
-                    .unwrap_or(s_high),
-                target
-                    .offset_for_time(&r.target_topic, r.partition, ms)?
-                    .unwrap_or(t_high),
-            ),
+            Range::Since(_) => {
+                let (source_since, target_since) =
+                    since_offsets.as_ref().expect("asked for --since above");
+                (
+                    source_since[&SourcePartition::new(&r.topic, r.partition)].unwrap_or(s_high),
+                    target_since[&SourcePartition::new(&r.target_topic, r.partition)]
+                        .unwrap_or(t_high),
+                )
+            }
             Range::Last(n) => (
                 (s_high - n as i64).max(s_low),
                 (t_high - n as i64).max(t_low),
