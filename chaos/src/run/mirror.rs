@@ -8,6 +8,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 
+use super::children;
+
 /// What eosmirror prints when the fleet's group takes lanes from it.
 pub const LANES_TAKEN: &str = "the fleet's group took lanes from this instance";
 
@@ -86,6 +88,7 @@ impl MirrorSpec {
             .stderr(file)
             .spawn()
             .with_context(|| format!("start {}", self.binary.display()))?;
+        children::started(child.id());
         Ok(Mirror {
             child: Some(child),
             log,
@@ -118,6 +121,7 @@ impl Mirror {
             if let Ok(s) = c.wait() {
                 self.exit.get_or_insert(s.code().unwrap_or(-1));
             }
+            children::reaped(c.id());
         }
     }
 
@@ -130,6 +134,7 @@ impl Mirror {
             Ok(None) => true,
             Ok(Some(s)) => {
                 self.exit = Some(s.code().unwrap_or(-1));
+                children::reaped(c.id());
                 self.child = None;
                 false
             }

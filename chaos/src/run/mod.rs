@@ -4,6 +4,7 @@
 //! the target. Every scenario states its expected outcome; any anomaly or
 //! deviation fails the run.
 
+pub mod children;
 pub mod clusters;
 pub mod faults;
 pub mod mirror;
@@ -88,6 +89,7 @@ pub fn run(cfg: &Config) -> Result<RunReport> {
         .worker_threads(2)
         .enable_all()
         .build()?;
+    children::stop_on_signal(&rt)?;
     let mut reports = Vec::new();
     for sc in selected {
         if !cfg.quiet {
