@@ -122,6 +122,10 @@ fn scenario(name: &str) {
             s.outcomes.iter().any(|o| o.contains("zombie fenced")),
             "the zombie was not seen fenced:\n{text}"
         ),
+        "lane-count-change" => assert!(
+            s.outcomes.iter().any(|o| o.contains("was refused, naming")),
+            "no instance with another lane count was seen refused:\n{text}"
+        ),
         "source-topic-recreated" => assert!(
             s.outcomes
                 .iter()
@@ -200,6 +204,11 @@ fn chaos_source_topic_recreated() {
 #[test]
 fn chaos_open_source_transaction_at_cutover() {
     scenario("open-source-transaction-at-cutover");
+}
+
+#[test]
+fn chaos_lane_count_change() {
+    scenario("lane-count-change");
 }
 
 #[test]

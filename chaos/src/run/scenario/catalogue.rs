@@ -34,11 +34,12 @@ pub const SCENARIOS: &[Scenario] = &[
     Scenario { name: "source-topic-recreated", about: "the source topic deleted and created again under the same name while eosmirror runs, then written to", kinds: &[FaultKind::SourceTopicRecreated], expected: "eosmirror stops with an error naming the recreated topic (not silence); the copy holds every record of the old topic exactly once and nothing of the new one" },
     Scenario { name: "open-source-transaction-at-cutover", about: "a source transaction held open (a two-phase-commit sink) while eosmirror cutover runs, then committed", kinds: &[FaultKind::OpenSourceTransaction], expected: "cutover does not complete while the transaction is open and names its partition; after the commit it completes, and everything is copied exactly: zero anomalies" },
     Scenario { name: "fleet", about: "a second instance joins the fleet and takes a share of the lanes, then is killed with SIGKILL (its lanes move back after the session timeout) or leaves on SIGTERM (it hands them back)", kinds: &[FaultKind::InstanceKill, FaultKind::ScaleOutIn], expected: "zero anomalies; every second instance is assigned lanes by the fleet's group, and one that leaves on SIGTERM exits 0" },
+    Scenario { name: "lane-count-change", about: "a second instance started with another lane count than the deployment's while the first copies", kinds: &[FaultKind::LaneCountChange], expected: "zero anomalies; every such instance exits non-zero before it writes anything, naming the lane count to use, and the first copies on" },
     Scenario { name: "combined", about: "all of the above but the source gap, drawn at random, several at once, under load", kinds: &[
         FaultKind::KillMirror, FaultKind::Zombie, FaultKind::TargetBlackhole, FaultKind::TargetReset,
         FaultKind::SourceBlackhole, FaultKind::SourceReset, FaultKind::SlowTarget, FaultKind::SlowSource,
         FaultKind::TargetBrokerKill, FaultKind::SourceBrokerKill, FaultKind::StateLoss,
-        FaultKind::InstanceKill, FaultKind::ScaleOutIn,
+        FaultKind::InstanceKill, FaultKind::ScaleOutIn, FaultKind::LaneCountChange,
     ], expected: EXACT },
 ];
 

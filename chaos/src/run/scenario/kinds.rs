@@ -48,6 +48,11 @@ pub enum FaultKind {
     /// 14. A second instance joins the fleet, takes a share of the lanes,
     ///     and leaves on SIGTERM, handing them back.
     ScaleOutIn,
+    /// 15. A second instance started with another lane count than the
+    ///     deployment's while the first copies: it must be refused, naming
+    ///     the count to use, and the copy stays exact (a lane-count change
+    ///     is not supported, so it must never start).
+    LaneCountChange,
 }
 
 impl FaultKind {
@@ -70,6 +75,7 @@ impl FaultKind {
             FaultKind::OpenSourceTransaction => "open-source-transaction",
             FaultKind::InstanceKill => "instance-kill",
             FaultKind::ScaleOutIn => "scale-out-in",
+            FaultKind::LaneCountChange => "lane-count-change",
         }
     }
 

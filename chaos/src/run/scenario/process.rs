@@ -166,6 +166,7 @@ impl<'a> Run<'a> {
                     ));
                 }
             }
+            FaultKind::LaneCountChange => self.lane_count_change(detail)?,
             FaultKind::TargetBrokerKill | FaultKind::SourceBrokerKill => {
                 let name = if kind == FaultKind::TargetBrokerKill {
                     "target"
@@ -194,6 +195,47 @@ impl<'a> Run<'a> {
             FaultKind::SourceGap => self.source_gap(detail)?,
             _ => unreachable!("network and scripted faults are not process faults"),
         }
+        Ok(())
+    }
+}
+
+impl Run<'_> {
+    /// Starts a second instance of the deployment with one lane more than
+    /// it has (the partition count of its progress topic) and expects the
+    /// refusal.
+    fn lane_count_change(&mut self, detail: &mut Vec<String>) -> Result<()> {
+        let progress = format!("__eosmirror.progress.{}", self.spec.alias);
+        let lanes = self
+            .cfg
+            .target
+            .partitions(&progress)?
+            .ok_or_else(|| anyhow!("the deployment's topic {progress} does not exist"))?;
+        let other = (lanes + 1).to_string();
+        let mut spec = self.spec.clone();
+        spec.state_dir = self.dir.join(format!("state-{}", self.started_mirrors));
+        let mut extra: Vec<&str> = self.extra.iter().map(String::as_str).collect();
+        extra.extend(["--lanes", &other]);
+        let mut second = spec.start(self.started_mirrors, &extra)?;
+        self.started_mirrors += 1;
+        let code = second.wait_exit(Duration::from_secs(60));
+        let named = second
+            .output()
+            .contains(&format!("Run with --lanes {lanes}"));
+        match code {
+            Some(code) if code != 0 && named => self.outcomes.push(format!(
+                "an instance started with --lanes {other} was refused, naming --lanes {lanes}"
+            )),
+            _ => {
+                second.kill();
+                self.deviations.push(format!(
+                    "an instance started with --lanes {other} while the deployment has {lanes} lanes was not refused naming --lanes {lanes} (exit {code:?}); last lines:\n{}",
+                    second.tail(15)
+                ));
+            }
+        }
+        detail.push(format!(
+            "second instance with --lanes {other}: exit {code:?}"
+        ));
         Ok(())
     }
 }
