@@ -7,7 +7,7 @@ use std::fs;
 use anyhow::Result;
 
 use super::kinds::FaultKind;
-use super::reads::{committed, first_record_from, holds_from};
+use super::reads::{committed, holds_from, FirstRecords};
 use super::state::Run;
 use crate::run::mirror::has_translate;
 use crate::run::report::GroupCheck;
@@ -63,14 +63,23 @@ impl<'a> Run<'a> {
         }
         let mut problems = Vec::new();
         let mut consumed = 0;
-        for p in 0..self.cfg.partitions {
-            let src = committed(&self.cfg.source, &self.group, &self.topic, p)?;
-            let tgt = committed(&self.cfg.target, &self.group, &self.topic, p)?;
+        let partitions = self.cfg.partitions;
+        let source_offsets = committed(&self.cfg.source, &self.group, &self.topic, partitions)?;
+        let target_offsets = committed(&self.cfg.target, &self.group, &self.topic, partitions)?;
+        let source = FirstRecords::new(&self.cfg.source, &self.topic)?;
+        let target = FirstRecords::new(&self.cfg.target, &self.topic)?;
+        for p in 0..partitions {
+            let low = source.log_start(p)?;
+            // A partition without a committed offset starts at its log start.
+            let src = source_offsets[p as usize].unwrap_or(low);
+            let tgt = match target_offsets[p as usize] {
+                Some(o) => o,
+                None => target.log_start(p)?,
+            };
             // A group can have consumed records that were deleted later
             // (the source-gap scenario): it resumes at the log start then.
-            let low = self.cfg.source.watermarks(&self.topic, p)?.0;
-            let want = first_record_from(&self.cfg.source, &self.topic, p, src.max(low))?;
-            let have = first_record_from(&self.cfg.target, &self.topic, p, tgt)?;
+            let want = source.at(p, src.max(low))?;
+            let have = target.at(p, tgt)?;
             consumed += src;
             // The group's committed offset deleted at the source after it
             // was copied: the source would reset to its log start, while

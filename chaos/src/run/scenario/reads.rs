@@ -12,17 +12,19 @@ use rdkafka::{Offset, TopicPartitionList};
 use crate::record::{decode, Decoded};
 use crate::run::clusters::ClusterSpec;
 
-/// A group's committed offset of a partition (the low watermark when it
-/// has none).
+/// A group's committed offsets of partitions `0..partitions` of `topic`,
+/// in one request (`None` where it has none).
 pub(super) fn committed(
     cluster: &ClusterSpec,
     group: &str,
     topic: &str,
-    partition: i32,
-) -> Result<i64> {
+    partitions: i32,
+) -> Result<Vec<Option<i64>>> {
     let c: BaseConsumer = cluster.client_config().set("group.id", group).create()?;
     let mut tpl = TopicPartitionList::new();
-    tpl.add_partition(topic, partition);
+    for p in 0..partitions {
+        tpl.add_partition(topic, p);
+    }
     // Scenarios run side by side on the same clusters: another one may be
     // restarting a broker, and the group coordinator answers
     // NotCoordinator or nothing until it is back.
@@ -37,23 +39,20 @@ pub(super) fn committed(
             Err(e) => return Err(e.into()),
         }
     };
-    match got.find_partition(topic, partition).map(|e| e.offset()) {
-        Some(Offset::Offset(o)) => Ok(o),
-        _ => Ok(cluster.watermarks(topic, partition)?.0),
-    }
+    Ok((0..partitions)
+        .map(|p| match got.find_partition(topic, p).map(|e| e.offset()) {
+            Some(Offset::Offset(o)) => Some(o),
+            _ => None,
+        })
+        .collect())
 }
 
 /// A workload record's identity: (stream, key, key sequence).
 type RecordId = (u8, u32, u64);
 
-/// A `read_committed` reader of one partition from `offset`.
-fn partition_reader(
-    cluster: &ClusterSpec,
-    topic: &str,
-    partition: i32,
-    offset: i64,
-) -> Result<BaseConsumer> {
-    let c: BaseConsumer = cluster
+/// A `read_committed` reader, not assigned yet.
+fn reader(cluster: &ClusterSpec) -> Result<BaseConsumer> {
+    Ok(cluster
         .client_config()
         .set("group.id", "eosmirror-chaos-group-check")
         .set("enable.auto.commit", "false")
@@ -61,22 +60,33 @@ fn partition_reader(
         // Records deleted under the reader are an error, never "the end".
         .set("auto.offset.reset", "error")
         .set("isolation.level", "read_committed")
-        .create()?;
-    let mut tpl = TopicPartitionList::new();
-    tpl.add_partition_offset(topic, partition, Offset::Offset(offset))?;
-    c.assign(&tpl)?;
-    Ok(c)
+        .create()?)
 }
 
-/// The next record of `reader` (its offset and identity), `None` at the
-/// end of the partition.
-fn next_record(reader: &BaseConsumer, what: &str) -> Result<Option<(i64, RecordId)>> {
+/// Assigns `reader` one partition from `offset`, in place of what it read.
+fn assign(reader: &BaseConsumer, topic: &str, partition: i32, offset: i64) -> Result<()> {
+    let mut tpl = TopicPartitionList::new();
+    tpl.add_partition_offset(topic, partition, Offset::Offset(offset))?;
+    reader.assign(&tpl)?;
+    Ok(())
+}
+
+/// The next record of `partition` from `reader` (its offset and identity),
+/// `None` at the end of the partition. Anything of another partition (left
+/// from a previous assignment) is skipped.
+fn next_record(
+    reader: &BaseConsumer,
+    partition: i32,
+    what: &str,
+) -> Result<Option<(i64, RecordId)>> {
     let deadline = Instant::now() + Duration::from_secs(60);
     while Instant::now() < deadline {
         match reader.poll(Duration::from_millis(200)) {
             None => {}
-            Some(Err(KafkaError::PartitionEOF(_))) => return Ok(None),
+            Some(Err(KafkaError::PartitionEOF(p))) if p == partition => return Ok(None),
+            Some(Err(KafkaError::PartitionEOF(_))) => {}
             Some(Err(e)) => return Err(e.into()),
+            Some(Ok(m)) if m.partition() != partition => {}
             Some(Ok(m)) => {
                 let id = match decode(m.key(), m.payload(), &Vec::new(), None) {
                     Decoded::Intact(meta) | Decoded::Altered(Some(meta)) => {
@@ -91,16 +101,44 @@ fn next_record(reader: &BaseConsumer, what: &str) -> Result<Option<(i64, RecordI
     Err(anyhow!("{what}: reading timed out"))
 }
 
-/// The first committed record at or after `offset`.
-pub(super) fn first_record_from(
-    cluster: &ClusterSpec,
-    topic: &str,
-    partition: i32,
-    offset: i64,
-) -> Result<Option<RecordId>> {
-    let reader = partition_reader(cluster, topic, partition, offset)?;
-    let what = format!("{}: {topic}-{partition} from {offset}", cluster.name);
-    Ok(next_record(&reader, &what)?.map(|(_, id)| id))
+/// Reads one record at a time from partitions of one topic with a single
+/// client (a client per partition made the check of 1,000 partitions take
+/// many minutes).
+pub(super) struct FirstRecords<'a> {
+    cluster: &'a ClusterSpec,
+    topic: &'a str,
+    reader: BaseConsumer,
+}
+
+impl<'a> FirstRecords<'a> {
+    pub(super) fn new(cluster: &'a ClusterSpec, topic: &'a str) -> Result<FirstRecords<'a>> {
+        Ok(FirstRecords {
+            cluster,
+            topic,
+            reader: reader(cluster)?,
+        })
+    }
+
+    /// The first committed record of `partition` at or after `offset`.
+    /// Assigning the partition replaces the previous one: librdkafka drops
+    /// what was fetched for that one, and [`next_record`] skips anything
+    /// of it still queued.
+    pub(super) fn at(&self, partition: i32, offset: i64) -> Result<Option<RecordId>> {
+        assign(&self.reader, self.topic, partition, offset)?;
+        let what = format!(
+            "{}: {}-{partition} from {offset}",
+            self.cluster.name, self.topic
+        );
+        Ok(next_record(&self.reader, partition, &what)?.map(|(_, id)| id))
+    }
+
+    /// The partition's low watermark.
+    pub(super) fn log_start(&self, partition: i32) -> Result<i64> {
+        Ok(self
+            .reader
+            .fetch_watermarks(self.topic, partition, Duration::from_secs(30))?
+            .0)
+    }
 }
 
 /// Whether the record `id` is among the committed records at or after
@@ -112,9 +150,10 @@ pub(super) fn holds_from(
     offset: i64,
     id: RecordId,
 ) -> Result<bool> {
-    let reader = partition_reader(cluster, topic, partition, offset)?;
+    let reader = reader(cluster)?;
+    assign(&reader, topic, partition, offset)?;
     let what = format!("{}: {topic}-{partition} from {offset}", cluster.name);
-    while let Some((_, found)) = next_record(&reader, &what)? {
+    while let Some((_, found)) = next_record(&reader, partition, &what)? {
         if found == id {
             return Ok(true);
         }
