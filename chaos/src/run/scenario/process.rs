@@ -5,7 +5,7 @@
 use std::fs;
 use std::time::{Duration, Instant};
 
-use anyhow::{anyhow, Result};
+use anyhow::{anyhow, bail, Result};
 
 use super::kinds::FaultKind;
 use super::state::Run;
@@ -204,12 +204,16 @@ impl Run<'_> {
     /// it has (the partition count of its progress topic) and expects the
     /// refusal.
     fn lane_count_change(&mut self, detail: &mut Vec<String>) -> Result<()> {
+        // The first instance creates it at start, which may be just now.
         let progress = format!("__eosmirror.progress.{}", self.spec.alias);
-        let lanes = self
-            .cfg
-            .target
-            .partitions(&progress)?
-            .ok_or_else(|| anyhow!("the deployment's topic {progress} does not exist"))?;
+        let created_by = Instant::now() + Duration::from_secs(60);
+        let lanes = loop {
+            match self.cfg.target.partitions(&progress)? {
+                Some(lanes) => break lanes,
+                None if Instant::now() < created_by => self.sleep(Duration::from_millis(250)),
+                None => bail!("the deployment's topic {progress} did not appear within 60 s"),
+            }
+        };
         let other = (lanes + 1).to_string();
         let mut spec = self.spec.clone();
         spec.state_dir = self.dir.join(format!("state-{}", self.started_mirrors));

@@ -57,6 +57,9 @@ fn reader(cluster: &ClusterSpec) -> Result<BaseConsumer> {
         .set("group.id", "eosmirror-chaos-group-check")
         .set("enable.auto.commit", "false")
         .set("enable.partition.eof", "true")
+        // The end of a partition is an empty fetch, which the broker holds
+        // this long (500 ms by default: minutes over 1,000 partitions).
+        .set("fetch.wait.max.ms", "10")
         // Records deleted under the reader are an error, never "the end".
         .set("auto.offset.reset", "error")
         .set("isolation.level", "read_committed")
