@@ -28,7 +28,7 @@ pub(super) const CATCH_UP_LIMIT: Duration = Duration::from_secs(300);
 /// Partitions per workload stream that must receive new records after a
 /// heal before recovery is timed against "copying flows again" (all of a
 /// stream's partitions when it has fewer). With 1,000 partitions, waiting for
-/// a new record in every one took the 200 records/s workload 80–100 s after
+/// a new record in every one took the 200 records/s workload 98–117 s after
 /// every heal, which timed the workload's coverage, not eosmirror.
 const FRESH_PARTITIONS_PER_STREAM: usize = 16;
 
