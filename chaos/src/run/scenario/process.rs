@@ -9,7 +9,7 @@ use anyhow::{anyhow, bail, Result};
 
 use super::kinds::FaultKind;
 use super::state::Run;
-use crate::run::mirror::{LANES_ASSIGNED, LANES_TAKEN};
+use crate::run::mirror::{Mirror, LANES_ASSIGNED, LANES_TAKEN};
 use crate::run::rng::Rng;
 
 /// A check that runs after a fault's heal (e.g. the thawed zombie's exit).
@@ -123,12 +123,7 @@ impl<'a> Run<'a> {
                 }));
             }
             FaultKind::InstanceKill | FaultKind::ScaleOutIn => {
-                // A second instance of the deployment with its own state dir.
-                let mut spec = self.spec.clone();
-                spec.state_dir = self.dir.join(format!("state-{}", self.started_mirrors));
-                let extra: Vec<&str> = self.extra.iter().map(String::as_str).collect();
-                let mut second = spec.start(self.started_mirrors, &extra)?;
-                self.started_mirrors += 1;
+                let mut second = self.start_second(&[])?;
                 let joined_by = Instant::now() + Duration::from_secs(60);
                 while !second.output().contains(LANES_ASSIGNED)
                     && second.is_running()
@@ -200,6 +195,18 @@ impl<'a> Run<'a> {
 }
 
 impl Run<'_> {
+    /// Starts a second instance of the deployment, with its own state dir,
+    /// and `more` arguments after the run's own.
+    fn start_second(&mut self, more: &[&str]) -> Result<Mirror> {
+        let mut spec = self.spec.clone();
+        spec.state_dir = self.dir.join(format!("state-{}", self.started_mirrors));
+        let mut extra: Vec<&str> = self.extra.iter().map(String::as_str).collect();
+        extra.extend_from_slice(more);
+        let second = spec.start(self.started_mirrors, &extra)?;
+        self.started_mirrors += 1;
+        Ok(second)
+    }
+
     /// Starts a second instance of the deployment with one lane more than
     /// it has (the partition count of its progress topic) and expects the
     /// refusal.
@@ -215,12 +222,7 @@ impl Run<'_> {
             }
         };
         let other = (lanes + 1).to_string();
-        let mut spec = self.spec.clone();
-        spec.state_dir = self.dir.join(format!("state-{}", self.started_mirrors));
-        let mut extra: Vec<&str> = self.extra.iter().map(String::as_str).collect();
-        extra.extend(["--lanes", &other]);
-        let mut second = spec.start(self.started_mirrors, &extra)?;
-        self.started_mirrors += 1;
+        let mut second = self.start_second(&["--lanes", &other])?;
         let code = second.wait_exit(Duration::from_secs(60));
         let named = second
             .output()
