@@ -18,6 +18,12 @@
 //! | aborted_read | written in a source transaction that was aborted (on purpose, or after a failure) |
 //! | unexpected | not a record of this run, in the wrong partition, or never committed (e.g. deleted at the source before it could be copied) |
 //!
+//! A record the workload was told is committed but that is in neither
+//! cluster's log is `absent_at_source`, not lost, when the caller read the
+//! source and passed what it holds ([`SourceHeld`]): eosmirror never
+//! writes to the source, so the source lost it before it could be read.
+//! It is reported by name but is not an eosmirror anomaly.
+//!
 //! A swap of two neighbours counts one reordered record: the one that
 //! arrives after its successor. Committed records missing after the last
 //! copied record of their key are counted apart as `unreplicated` (the copy
@@ -47,6 +53,10 @@ pub struct Tally {
     /// itself — the runner waits for the copy to catch up, and fails the
     /// scenario if it never does.
     pub unreplicated: u64,
+    /// Committed as far as the workload knows, but in neither the target's
+    /// nor the source's log (see the module docs). Not an anomaly of the
+    /// copy: the run reports it apart.
+    pub absent_at_source: u64,
     /// See the module docs.
     pub duplicated: u64,
     /// See the module docs.
@@ -74,6 +84,7 @@ impl Tally {
         self.copied += o.copied;
         self.lost += o.lost;
         self.unreplicated += o.unreplicated;
+        self.absent_at_source += o.absent_at_source;
         self.duplicated += o.duplicated;
         self.reordered += o.reordered;
         self.altered += o.altered;
@@ -91,7 +102,12 @@ pub struct Verdict {
     pub total: Tally,
     /// The first anomalies, described (bounded).
     pub examples: Vec<String>,
+    /// The first records absent at the source, described (bounded).
+    pub absent_at_source: Vec<String>,
 }
+
+/// (partition, key) → the key sequence numbers the source's log holds.
+pub type SourceHeld = BTreeMap<(u32, u32), RangeSet>;
 
 /// Keeps `text` if fewer than [`EXAMPLES`] examples are kept.
 fn note(examples: &mut Vec<String>, text: String) {
@@ -253,14 +269,17 @@ impl Judge {
 
     /// Judges everything seen against the ledger: adds lost records (in the
     /// ledger as committed, never seen) and seen records that were never
-    /// committed.
-    pub fn verdict(&self, ledger: &Ledger) -> Verdict {
+    /// committed. With `source`, what the source's log holds of the keys
+    /// checked, a missing record the source does not hold either is
+    /// counted `absent_at_source` instead of lost.
+    pub fn verdict(&self, ledger: &Ledger, source: Option<&SourceHeld>) -> Verdict {
         let mut v = Verdict {
             partitions: self.tallies.clone(),
             examples: self.examples.clone(),
             ..Verdict::default()
         };
         let empty = Seen::default();
+        let none = RangeSet::new();
         for (&(p, key), k) in &ledger.keys {
             let seen_key = self.keys.get(&(p, key)).unwrap_or(&empty);
             let seen = &seen_key.kseqs;
@@ -269,7 +288,23 @@ impl Judge {
             let mut tail = RangeSet::new();
             tail.insert_range(seen_key.max.map_or(0, |m| m + 1), u64::MAX);
             let unreplicated = missing.intersection(&tail);
-            let lost = missing.difference(&tail);
+            let mut lost = missing.difference(&tail);
+            let mut absent = RangeSet::new();
+            if let Some(source) = source {
+                let held = source.get(&(p, key)).unwrap_or(&none);
+                absent = lost.difference(held);
+                lost = lost.intersection(held);
+            }
+            if !absent.is_empty() {
+                v.partitions.entry(p as i32).or_default().absent_at_source += absent.len();
+                note(
+                    &mut v.absent_at_source,
+                    format!(
+                        "p{p}: key {key} seqs {}: acknowledged to the workload, in neither log",
+                        absent.describe(4)
+                    ),
+                );
+            }
             let mut allowed = k.committed.clone();
             allowed.extend(&k.uncertain);
             let extra = seen.difference(&allowed);
@@ -357,6 +392,14 @@ mod tests {
     }
 
     fn judge(copy: &[Encoded], ledger: &Ledger) -> Verdict {
+        judge_with_source(copy, ledger, None)
+    }
+
+    fn judge_with_source(
+        copy: &[Encoded],
+        ledger: &Ledger,
+        source: Option<&SourceHeld>,
+    ) -> Verdict {
         let mut j = Judge::new(RUN);
         for (offset, e) in copy.iter().enumerate() {
             j.observe(
@@ -368,7 +411,7 @@ mod tests {
                 Some(e.timestamp),
             );
         }
-        j.verdict(ledger)
+        j.verdict(ledger, source)
     }
 
     fn copy(records: &[(Meta, Encoded)]) -> Vec<Encoded> {
@@ -408,6 +451,46 @@ mod tests {
             },
         );
         assert!(v.examples[0].contains("lost"), "{:?}", v.examples);
+    }
+
+    #[test]
+    fn missing_from_the_source_too_is_absent_at_source_not_lost() {
+        let (records, ledger) = workload(50);
+        let mut c = copy(&records);
+        let (gone, dropped) = (records[20].0.clone(), records[21].0.clone());
+        c.drain(20..22);
+        // The source's log holds everything but record 20.
+        let mut source = SourceHeld::new();
+        for (m, _) in records.iter().filter(|(m, _)| *m != gone) {
+            source
+                .entry((m.partition, m.key))
+                .or_default()
+                .insert(m.kseq);
+        }
+        let v = judge_with_source(&c, &ledger, Some(&source));
+        only(
+            v.total,
+            Tally {
+                copied: 48,
+                lost: 1,
+                absent_at_source: 1,
+                ..Tally::default()
+            },
+        );
+        assert_eq!(v.total.anomalies(), 1);
+        let lost = format!("lost: key {} seqs {}", dropped.key, dropped.kseq);
+        assert!(
+            v.examples.iter().any(|e| e.contains(&lost)),
+            "{:?}",
+            v.examples
+        );
+        assert_eq!(v.absent_at_source.len(), 1);
+        let absent = format!("key {} seqs {}:", gone.key, gone.kseq);
+        assert!(
+            v.absent_at_source[0].contains(&absent),
+            "{:?}",
+            v.absent_at_source
+        );
     }
 
     #[test]

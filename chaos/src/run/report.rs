@@ -293,6 +293,16 @@ pub fn table(r: &RunReport) -> String {
         for e in &s.verdict.examples {
             let _ = writeln!(out, "  ANOMALY: {e}");
         }
+        if s.verdict.total.absent_at_source > 0 {
+            let _ = writeln!(
+                out,
+                "  ABSENT AT SOURCE (lost by the source cluster, not by eosmirror): {} records",
+                s.verdict.total.absent_at_source
+            );
+        }
+        for e in &s.verdict.absent_at_source {
+            let _ = writeln!(out, "  absent at source: {e}");
+        }
         for d in &s.deviations {
             let _ = writeln!(out, "  DEVIATION: {d}");
         }

@@ -2,11 +2,14 @@
 //! stops, and the judge's verdict, the deviations and the expected outcomes
 //! make the report.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
 use super::kinds::FaultKind;
+use super::reads::source_held;
 use super::state::{Run, CATCH_UP_LIMIT};
+use crate::judge::Verdict;
+use crate::ledger::Ledger;
 use crate::run::report::{GroupCheck, Percentiles, ScenarioReport, Status};
 use crate::run::workload::lock;
 
@@ -40,7 +43,7 @@ impl<'a> Run<'a> {
         }
         self.tail.stop();
         let ledger = lock(&ledger).clone();
-        let verdict = self.tail.with_judge(|j| j.verdict(&ledger));
+        let verdict = self.verdict(&ledger);
         let group = self.check_group();
         for p in [self.source_proxy.take(), self.target_proxy.take()]
             .into_iter()
@@ -55,6 +58,12 @@ impl<'a> Run<'a> {
             }
         }
         let recoveries: Vec<u64> = self.faults.iter().filter_map(|f| f.recovery_ms).collect();
+        if verdict.total.absent_at_source > 0 {
+            self.say(&format!(
+                "{} records acknowledged to the workload are on neither cluster: the source lost them, not eosmirror",
+                verdict.total.absent_at_source
+            ));
+        }
         if verdict.total.unreplicated > 0 {
             self.deviations.push(format!(
                 "{} committed records never reached the target (the copy did not catch up)",
@@ -93,6 +102,33 @@ impl<'a> Run<'a> {
             outcomes: self.outcomes.clone(),
             deviations: self.deviations.clone(),
             group,
+        }
+    }
+
+    /// The judge's verdict. Records it counts lost are looked up in the
+    /// source's log: one the source does not hold either was lost before
+    /// eosmirror could read it, and is reported as absent at the source.
+    /// Not done when the source topic was recreated (its old records are
+    /// gone by design) or when the source cannot be read (they stay lost).
+    fn verdict(&mut self, ledger: &Ledger) -> Verdict {
+        let verdict = self.tail.with_judge(|j| j.verdict(ledger, None));
+        if verdict.total.lost == 0 || self.sc.kinds.contains(&FaultKind::SourceTopicRecreated) {
+            return verdict;
+        }
+        let partitions: BTreeSet<i32> = verdict
+            .partitions
+            .iter()
+            .filter(|(_, t)| t.lost > 0)
+            .map(|(&p, _)| p)
+            .collect();
+        match source_held(&self.cfg.source, &self.topic, &partitions, self.run_id) {
+            Ok(held) => self.tail.with_judge(|j| j.verdict(ledger, Some(&held))),
+            Err(e) => {
+                self.deviations.push(format!(
+                    "could not read the source to check the lost records: {e:#}"
+                ));
+                verdict
+            }
         }
     }
 }

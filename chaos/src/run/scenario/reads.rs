@@ -1,6 +1,8 @@
-//! Direct reads for the group check: a group's committed offset, and the
-//! workload records at an offset of either cluster.
+//! Direct reads for the end of a scenario: a group's committed offset, the
+//! workload records at an offset of either cluster, and which records a
+//! source partition's log holds.
 
+use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, Result};
@@ -9,6 +11,7 @@ use rdkafka::error::KafkaError;
 use rdkafka::message::Message;
 use rdkafka::{Offset, TopicPartitionList};
 
+use crate::judge::SourceHeld;
 use crate::record::{decode, Decoded};
 use crate::run::clusters::ClusterSpec;
 
@@ -162,4 +165,53 @@ pub(super) fn holds_from(
         }
     }
     Ok(false)
+}
+
+/// The committed records of run `run` that `partitions` of `topic` hold,
+/// read from each partition's start to its end with one client.
+pub(super) fn source_held(
+    cluster: &ClusterSpec,
+    topic: &str,
+    partitions: &BTreeSet<i32>,
+    run: u64,
+) -> Result<SourceHeld> {
+    let reader = reader(cluster)?;
+    let mut tpl = TopicPartitionList::new();
+    for &p in partitions {
+        tpl.add_partition_offset(topic, p, Offset::Beginning)?;
+    }
+    reader.assign(&tpl)?;
+    let mut held = SourceHeld::new();
+    let mut open = partitions.clone();
+    // A deadline that moves with every record: long partitions are fine,
+    // a reader that stopped getting anything is not.
+    let mut deadline = Instant::now() + Duration::from_secs(60);
+    while !open.is_empty() {
+        if Instant::now() > deadline {
+            return Err(anyhow!(
+                "{}: reading {topic} partitions {open:?} to their end timed out",
+                cluster.name
+            ));
+        }
+        match reader.poll(Duration::from_millis(200)) {
+            None => {}
+            Some(Err(KafkaError::PartitionEOF(p))) => {
+                open.remove(&p);
+            }
+            Some(Err(e)) => return Err(e.into()),
+            Some(Ok(m)) => {
+                deadline = Instant::now() + Duration::from_secs(60);
+                if let Decoded::Intact(meta) | Decoded::Altered(Some(meta)) =
+                    decode(m.key(), m.payload(), &Vec::new(), None)
+                {
+                    if meta.run == run {
+                        held.entry((meta.partition, meta.key))
+                            .or_default()
+                            .insert(meta.kseq);
+                    }
+                }
+            }
+        }
+    }
+    Ok(held)
 }
