@@ -105,6 +105,37 @@ impl FaultKind {
         self.path().is_none()
     }
 
+    /// Process faults that start a second instance and wait, with the
+    /// network faults of their event in force, for it to join the fleet or
+    /// be refused. A blackhole in that time makes it give up at start
+    /// ("cannot reach the cluster") before it can do either.
+    pub(super) fn awaits_second_instance(self) -> bool {
+        matches!(
+            self,
+            FaultKind::InstanceKill | FaultKind::ScaleOutIn | FaultKind::LaneCountChange
+        )
+    }
+
+    /// Network faults that forward nothing.
+    pub(super) fn is_blackhole(self) -> bool {
+        matches!(
+            self,
+            FaultKind::TargetBlackhole | FaultKind::SourceBlackhole
+        )
+    }
+
+    /// Whether `self` and `other` make no sense in one event: two process
+    /// faults, two faults on one path, or a second instance awaited
+    /// through a blackhole.
+    pub(super) fn clashes_with(self, other: FaultKind) -> bool {
+        let awaited_through_blackhole =
+            |a: FaultKind, b: FaultKind| a.awaits_second_instance() && b.is_blackhole();
+        (self.is_process() && other.is_process())
+            || (self.path().is_some() && self.path() == other.path())
+            || awaited_through_blackhole(self, other)
+            || awaited_through_blackhole(other, self)
+    }
+
     /// One-off faults with a script of their own instead of events.
     pub(super) fn is_scripted(self) -> bool {
         matches!(
@@ -149,5 +180,33 @@ pub(super) fn unavailable(cfg: &Config, kind: FaultKind) -> Option<String> {
             "needs a fault proxy on the target path (--target-proxy LISTEN=BROKER, with the broker advertising LISTEN)".into(),
         ),
         _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_second_instance_is_never_awaited_through_a_blackhole() {
+        for awaited in [
+            FaultKind::InstanceKill,
+            FaultKind::ScaleOutIn,
+            FaultKind::LaneCountChange,
+        ] {
+            for blackhole in [FaultKind::SourceBlackhole, FaultKind::TargetBlackhole] {
+                assert!(awaited.clashes_with(blackhole), "{awaited:?} {blackhole:?}");
+                assert!(blackhole.clashes_with(awaited), "{blackhole:?} {awaited:?}");
+            }
+            // Slow or reset links heal on their own: still drawn together.
+            assert!(!awaited.clashes_with(FaultKind::SlowTarget));
+            assert!(!awaited.clashes_with(FaultKind::SourceReset));
+        }
+        // A restart of the only instance under a blackhole is a fault worth
+        // drawing: it must recover once the path heals.
+        assert!(!FaultKind::KillMirror.clashes_with(FaultKind::TargetBlackhole));
+        assert!(FaultKind::KillMirror.clashes_with(FaultKind::Zombie));
+        assert!(FaultKind::SourceReset.clashes_with(FaultKind::SourceBlackhole));
+        assert!(!FaultKind::SourceReset.clashes_with(FaultKind::TargetBlackhole));
     }
 }

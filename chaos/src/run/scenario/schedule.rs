@@ -42,8 +42,8 @@ impl<'a> Run<'a> {
         Ok(())
     }
 
-    /// The fault kinds of the next event: at most one process fault, at most
-    /// one network fault per path.
+    /// The fault kinds of the next event: one, or two that do not clash
+    /// ([`FaultKind::clashes_with`]).
     fn draw_event(&mut self) -> Vec<FaultKind> {
         let kinds: Vec<FaultKind> = self
             .kinds
@@ -70,11 +70,7 @@ impl<'a> Run<'a> {
             let second = *self.rng.pick(&kinds);
             let unwanted =
                 second.needs_brokers() && !self.rng.chance(self.cfg.broker_fault_percent);
-            let clash = unwanted
-                || event.iter().any(|k| {
-                    (k.is_process() && second.is_process())
-                        || (k.path().is_some() && k.path() == second.path())
-                });
+            let clash = unwanted || event.iter().any(|k| k.clashes_with(second));
             if !clash {
                 event.push(second);
             }
