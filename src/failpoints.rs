@@ -69,9 +69,10 @@ pub const GROUPS_AFTER_TARGET_COMMIT: &str = "groups::after-target-commit";
 pub const FLEET_DROP_OUT: &str = "fleet::drop-out";
 
 /// A fault: after a committed batch, the lane's source consumer stops
-/// fetching (its partitions paused) and delivers nothing more, as one did
-/// once after the source broker was frozen and thawed under load. The
-/// lane's source watch has to notice and start a new session.
+/// fetching one of its partitions (paused) and delivers nothing more of
+/// it, as one did after a source broker restart while the lane's other
+/// partitions flowed. The lane's source watch has to notice and start a
+/// new session.
 pub const LANE_SOURCE_SILENT: &str = "lane::source-silent";
 
 /// Dies here (SIGABRT) if the `FAILPOINTS` environment variable arms the

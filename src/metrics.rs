@@ -79,7 +79,7 @@ pub fn lane_transaction_aborted(lane: Lane) {
 /// and starts a new one (`fenced`: the target fenced its producer, a
 /// takeover or its own timed-out transaction; `lane_lost`: the fleet's
 /// group refused its commit; `source_silent`: its source consumer delivered
-/// nothing for a minute while records waited; the others name the step
+/// nothing of a partition for a minute while records waited; the others name the step
 /// that failed).
 pub const RESTART_REASONS: &[&str] = &[
     "init_transactions",

@@ -695,12 +695,14 @@ fn lost_commit_responses_lose_and_duplicate_nothing() {
     assert_exact_translation(&case);
 }
 
-/// A lane whose source consumer stops delivering (the fault point pauses
-/// it after the first committed batch, as one consumer was seen to stay
-/// silent after a source broker freeze): about a minute later the lane
-/// finds committed records waiting past its position, starts a new session
-/// with a new consumer, and the copy completes exactly, while eosmirror
-/// keeps running.
+/// A lane whose source consumer stops delivering one partition (the fault
+/// point pauses it after the first committed batch, as consumers were seen
+/// to stay silent after a source broker freeze or restart) while records
+/// keep coming to every partition, so the lane keeps committing: one to
+/// two minutes later (a window of `SILENCE_LIMIT` in which the partition
+/// stood still) the lane finds committed records waiting past its
+/// position, starts a new session with a new consumer, and the copy
+/// completes exactly, while eosmirror keeps running.
 #[test]
 #[cfg_attr(
     not(feature = "failpoints"),
@@ -713,6 +715,17 @@ fn a_silent_source_consumer_is_replaced_by_a_new_session() {
     let mut mirror = case
         .setup
         .start_args_env(&case.args(&[]), &[("FAILPOINTS", &silent)]);
+    let writer = Writer::start(&case.topic);
+    let deadline = Instant::now() + Duration::from_secs(300);
+    while lane_restarts(&mirror.output(), "reason=\"source_silent\"").is_empty() {
+        assert!(
+            Instant::now() < deadline && mirror.is_running(),
+            "no session replaced for its silent partition while the others flowed:\n{}",
+            tail(&mirror.output(), 30)
+        );
+        std::thread::sleep(Duration::from_secs(1));
+    }
+    writer.finish();
     wait_caught_up(&case, &mut mirror);
     let output = mirror.output();
     assert!(

@@ -881,12 +881,13 @@ impl<'w> LaneSession<'w> {
             let failure = match self.replicate_batch() {
                 Ok(BatchEnd::Committed) => {
                     abort_backoff.reset();
-                    // Silence counts over idle turns only: a commit that
-                    // waited out a slow target did not leave records unread.
-                    self.source_watch.active(Instant::now());
+                    self.source_watch.turned();
                     continue;
                 }
-                Ok(BatchEnd::Idle) => continue,
+                Ok(BatchEnd::Idle) => {
+                    self.source_watch.turned();
+                    continue;
+                }
                 Err(failure) => failure,
             };
             match failure.disposition {
@@ -912,7 +913,7 @@ impl<'w> LaneSession<'w> {
                     }
                     self.forget_batch();
                     self.assign()?;
-                    self.source_watch.active(Instant::now());
+                    self.source_watch.held(Instant::now());
                     self.worker.sleep_unless_stopped(wait);
                 }
                 Disposition::RestartSession => {
@@ -1087,16 +1088,6 @@ impl<'w> LaneSession<'w> {
         if !self.source_watch.due(now) {
             return None;
         }
-        let partitions: Vec<SourcePartition> =
-            self.cursors.iter().map(|c| c.partition.clone()).collect();
-        let ends = match watermarks::fetch_all(&self.consumer, &partitions, METADATA_TIMEOUT) {
-            Ok(ends) => ends,
-            // An outage librdkafka is still riding out, not a silent consumer.
-            Err(detail) => {
-                tracing::debug!(lane = %self.worker.lane, %detail, "asking the source for its ends after a quiet minute");
-                return None;
-            }
-        };
         let fetched = self.consumer.position().ok();
         let positions: Vec<i64> = self
             .cursors
@@ -1108,13 +1099,24 @@ impl<'w> LaneSession<'w> {
                     .unwrap_or(c.committed.next_source_offset)
             })
             .collect();
+        let before = self.source_watch.restart(now, positions.clone())?;
+        let partitions: Vec<SourcePartition> =
+            self.cursors.iter().map(|c| c.partition.clone()).collect();
+        let ends = match watermarks::fetch_all(&self.consumer, &partitions, METADATA_TIMEOUT) {
+            Ok(ends) => ends,
+            // An outage librdkafka is still riding out, not a silent consumer.
+            Err(detail) => {
+                tracing::debug!(lane = %self.worker.lane, %detail, "asking the source for its ends after a minute");
+                return None;
+            }
+        };
         let committed_ends: Vec<Option<i64>> = partitions
             .iter()
             .map(|p| ends.get(p).map(|&(_, high)| high))
             .collect();
-        let stuck = source_watch::behind(&positions, &committed_ends)?;
+        let stuck = source_watch::stuck(&before, &positions, &committed_ends)?;
         Some(format!(
-            "{}: the source consumer delivered nothing for {} s although committed records wait at offsets {}..{}; a new session reads with a new consumer",
+            "{}: the source consumer delivered nothing of it for {} s although committed records wait at offsets {}..{}; a new session reads with a new consumer",
             partitions[stuck],
             SILENCE_LIMIT.as_secs(),
             positions[stuck],
@@ -1141,7 +1143,7 @@ impl<'w> LaneSession<'w> {
         // but time (bounded, so the session loop still checks lag).
         if !throttle.wait_ready(limits.idle_poll, &self.worker.tenure.stop) {
             // Not reading on purpose is not a silent source.
-            self.source_watch.active(Instant::now());
+            self.source_watch.held(Instant::now());
             self.producer.serve_events();
             return Ok(BatchEnd::Idle);
         }
@@ -1269,9 +1271,13 @@ impl<'w> LaneSession<'w> {
         );
         self.committed(records, reports);
         if fault_armed(failpoints::LANE_SOURCE_SILENT) {
-            tracing::warn!(%lane, "fault point {}: the source consumer stops fetching", failpoints::LANE_SOURCE_SILENT);
+            tracing::warn!(%lane, "fault point {}: the source consumer stops fetching one partition", failpoints::LANE_SOURCE_SILENT);
             if let Ok(assignment) = self.consumer.assignment() {
-                let _ = self.consumer.pause(&assignment);
+                let mut one = TopicPartitionList::new();
+                if let Some(first) = assignment.elements().first() {
+                    one.add_partition(first.topic(), first.partition());
+                }
+                let _ = self.consumer.pause(&one);
             }
         }
         Ok(BatchEnd::Committed)

@@ -1,75 +1,104 @@
-//! Notices a lane's source consumer that went silent: it delivers nothing
-//! (no record, no error) while the source holds committed records past its
-//! fetch positions.
+//! Notices a lane's source consumer that went silent on a partition: it
+//! delivers nothing of it (no record, no error) while the source holds
+//! committed records past its fetch position.
 //!
-//! Seen once after the source broker was frozen and thawed under heavy
-//! load: one lane's consumer never fetched again. The lane's loop kept
-//! turning, so `/healthz` stayed green, and no watermark was cached, so its
-//! lag read 0 — for 11 minutes, until the run was stopped. librdkafka
-//! retries by itself after outages; a consumer that stays silent that long
-//! is not retrying any more, and only a new one (a new lane session, which
-//! re-reads its positions from the target) goes on.
+//! Seen after the source broker was frozen and thawed under heavy load:
+//! one lane's consumer never fetched again, for 11 minutes, until the run
+//! was stopped. Seen again after a source broker restart in a long chaos
+//! run over 1,000 partitions: one partition of a lane stood still for five
+//! minutes while its 249 neighbours flowed, so the lane kept committing and
+//! a watch that only counted whole-lane silence never looked. librdkafka
+//! retries by itself after outages; a partition that stands still that
+//! long with records waiting is not being retried any more, and only a new
+//! consumer (a new lane session, which re-reads its positions from the
+//! target) goes on.
 //!
-//! The check is cheap and rare: only after [`SILENCE_LIMIT`] of idle turns
-//! (polls that returned nothing) does the lane ask the source for its
-//! committed ends (the consumer's own `read_committed` ListOffsets, so a
-//! partition held by an open source transaction is not behind). A source
-//! that does not answer is an outage librdkafka is still riding out, not a
-//! silent consumer.
+//! The check is cheap and rare: once per [`SILENCE_LIMIT`], and only after
+//! the lane turned [`MIN_TURNS`] times in it (a lane blocked on a slow
+//! target has not polled, so its positions standing still prove nothing),
+//! it compares the consumer's positions with the previous check's and asks
+//! the source for its committed ends (the consumer's own `read_committed`
+//! ListOffsets, so a partition held by an open source transaction is not
+//! behind). A source that does not answer is an outage librdkafka is still
+//! riding out, not a silent consumer.
 
 use std::time::{Duration, Instant};
 
-/// How long a lane may read nothing before it asks whether records wait:
-/// far longer than any fetch (`fetch.wait.max.ms` is 500 ms by default).
+/// How long a partition with committed records waiting may stand still:
+/// far longer than any fetch (`fetch.wait.max.ms` is 500 ms by default) or
+/// any transaction of a healthy lane.
 pub const SILENCE_LIMIT: Duration = Duration::from_secs(60);
 
-/// When a lane last committed (or chose not to read), and when it last
-/// checked.
+/// Lane turns (committed batches or idle polls) a window needs before its
+/// positions standing still count: a lane that waited out a blocked target
+/// for the whole window did not poll.
+pub const MIN_TURNS: u32 = 10;
+
+/// The positions the lane's consumer had at the start of the current
+/// window, and what the lane did since.
 #[derive(Debug)]
 pub struct SourceWatch {
     limit: Duration,
-    /// The last committed batch, or the last moment the lane did not poll
-    /// on purpose (throttled, backing off after an abort): silence only
-    /// counts over the lane's idle turns.
-    quiet_since: Instant,
-    last_check: Instant,
+    /// Start of the window: the last check, or the last moment the lane
+    /// did not poll on purpose (throttled, backing off after an abort).
+    since: Instant,
+    /// Lane turns since `since`.
+    turns: u32,
+    /// The consumer's positions at `since`, per cursor; `None` until the
+    /// first check of a window sets them.
+    positions: Option<Vec<i64>>,
 }
 
 impl SourceWatch {
     pub fn new(limit: Duration, now: Instant) -> SourceWatch {
         SourceWatch {
             limit,
-            quiet_since: now,
-            last_check: now,
+            since: now,
+            turns: 0,
+            positions: None,
         }
     }
 
-    /// The lane committed a batch, or did not poll on purpose.
-    pub fn active(&mut self, now: Instant) {
-        self.quiet_since = now;
+    /// The lane committed a batch or polled and found nothing.
+    pub fn turned(&mut self) {
+        self.turns = self.turns.saturating_add(1);
     }
 
-    /// Whether the lane should compare positions with the source's ends
-    /// now: quiet for the limit, and not checked within it (a source that
-    /// is only idle is asked once per limit, not at every loop turn).
-    pub fn due(&mut self, now: Instant) -> bool {
-        let due = now.saturating_duration_since(self.quiet_since) >= self.limit
-            && now.saturating_duration_since(self.last_check) >= self.limit;
-        if due {
-            self.last_check = now;
-        }
-        due
+    /// The lane did not poll on purpose: positions standing still from
+    /// here on are its own doing, so a new window starts.
+    pub fn held(&mut self, now: Instant) {
+        self.since = now;
+        self.turns = 0;
+        self.positions = None;
+    }
+
+    /// Whether the lane should read its positions now: at once when the
+    /// window has none yet, then after the limit and enough turns.
+    pub fn due(&self, now: Instant) -> bool {
+        self.positions.is_none()
+            || (now.saturating_duration_since(self.since) >= self.limit && self.turns >= MIN_TURNS)
+    }
+
+    /// Starts a new window at `positions`; returns the previous window's
+    /// positions when it was a full one (see [`SourceWatch::due`]).
+    pub fn restart(&mut self, now: Instant, positions: Vec<i64>) -> Option<Vec<i64>> {
+        let full = self.positions.is_some() && self.due(now);
+        let previous = self.positions.replace(positions);
+        self.since = now;
+        self.turns = 0;
+        previous.filter(|_| full)
     }
 }
 
-/// The first partition whose committed end (`None`: unknown) lies past its
-/// fetch position: a consumer that delivered nothing for the limit has
-/// stopped reading it.
-pub fn behind(positions: &[i64], ends: &[Option<i64>]) -> Option<usize> {
-    positions
+/// The first partition that stood still over a whole window (`before` and
+/// `now` are its positions at the window's start and end) although its
+/// committed end (`None`: unknown) lies past its position.
+pub fn stuck(before: &[i64], now: &[i64], ends: &[Option<i64>]) -> Option<usize> {
+    before
         .iter()
+        .zip(now)
         .zip(ends)
-        .position(|(&position, end)| end.is_some_and(|end| end > position))
+        .position(|((&before, &now), end)| before == now && end.is_some_and(|end| end > now))
 }
 
 #[cfg(test)]
@@ -77,26 +106,51 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_check_is_due_after_the_limit_of_quiet_and_once_per_limit() {
+    fn a_window_needs_the_limit_and_enough_turns() {
         let t0 = Instant::now();
         let at = |s: u64| t0 + Duration::from_secs(s);
         let mut watch = SourceWatch::new(Duration::from_secs(60), t0);
+        assert!(watch.due(at(0)), "the first positions are read at once");
+        assert_eq!(watch.restart(at(0), vec![5]), None);
+        for _ in 0..MIN_TURNS {
+            watch.turned();
+        }
         assert!(!watch.due(at(59)));
-        watch.active(at(30));
-        assert!(!watch.due(at(89)));
-        assert!(watch.due(at(90)));
-        assert!(!watch.due(at(120)), "checked at 90: the next check waits");
-        assert!(watch.due(at(150)));
-        watch.active(at(151));
-        assert!(!watch.due(at(210)));
+        assert!(watch.due(at(60)));
+        assert_eq!(watch.restart(at(60), vec![5]), Some(vec![5]));
+        // A lane blocked for the whole window (a slow target) turned once.
+        watch.turned();
+        assert!(!watch.due(at(130)));
     }
 
     #[test]
-    fn behind_means_committed_records_past_the_position() {
-        assert_eq!(behind(&[10, 20], &[Some(10), Some(21)]), Some(1));
+    fn holding_on_purpose_starts_a_new_window() {
+        let t0 = Instant::now();
+        let at = |s: u64| t0 + Duration::from_secs(s);
+        let mut watch = SourceWatch::new(Duration::from_secs(60), t0);
+        watch.restart(at(0), vec![5]);
+        for _ in 0..MIN_TURNS {
+            watch.turned();
+        }
+        watch.held(at(30));
+        assert!(watch.due(at(31)), "a held lane reads its positions again");
+        assert_eq!(watch.restart(at(31), vec![5]), None, "not a full window");
+        for _ in 0..MIN_TURNS {
+            watch.turned();
+        }
+        assert!(!watch.due(at(90)));
+        assert_eq!(watch.restart(at(91), vec![5]), Some(vec![5]));
+    }
+
+    #[test]
+    fn stuck_means_standing_still_with_committed_records_waiting() {
+        // Partition 1 stood still with records waiting while 0 moved on.
+        assert_eq!(stuck(&[10, 20], &[15, 20], &[Some(30), Some(21)]), Some(1));
+        // Moving, even if behind: the consumer is reading it.
+        assert_eq!(stuck(&[10], &[15], &[Some(30)]), None);
         // Caught up, or up to an open source transaction's first record.
-        assert_eq!(behind(&[10, 20], &[Some(10), Some(20)]), None);
+        assert_eq!(stuck(&[10, 20], &[10, 20], &[Some(10), Some(20)]), None);
         // Unknown ends prove nothing.
-        assert_eq!(behind(&[10], &[None]), None);
+        assert_eq!(stuck(&[10], &[10], &[None]), None);
     }
 }
