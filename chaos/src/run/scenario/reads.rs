@@ -12,7 +12,7 @@ use rdkafka::message::Message;
 use rdkafka::{Offset, TopicPartitionList};
 
 use crate::judge::SourceHeld;
-use crate::record::{decode, Decoded};
+use crate::record::{decode, Decoded, Meta};
 use crate::run::clusters::ClusterSpec;
 
 /// A group's committed offsets of partitions `0..partitions` of `topic`,
@@ -52,6 +52,15 @@ pub(super) fn committed(
 
 /// A workload record's identity: (stream, key, key sequence).
 type RecordId = (u8, u32, u64);
+
+/// The workload identity a record read back still carries, if any (an
+/// altered record's fixed part may still parse).
+fn workload_meta(m: &impl Message) -> Option<Meta> {
+    match decode(m.key(), m.payload(), &Vec::new(), None) {
+        Decoded::Intact(meta) | Decoded::Altered(Some(meta)) => Some(meta),
+        _ => None,
+    }
+}
 
 /// A `read_committed` reader, not assigned yet.
 fn reader(cluster: &ClusterSpec) -> Result<BaseConsumer> {
@@ -94,12 +103,9 @@ fn next_record(
             Some(Err(e)) => return Err(e.into()),
             Some(Ok(m)) if m.partition() != partition => {}
             Some(Ok(m)) => {
-                let id = match decode(m.key(), m.payload(), &Vec::new(), None) {
-                    Decoded::Intact(meta) | Decoded::Altered(Some(meta)) => {
-                        (meta.stream, meta.key, meta.kseq)
-                    }
-                    _ => (u8::MAX, u32::MAX, m.offset() as u64),
-                };
+                let id = workload_meta(&m).map_or((u8::MAX, u32::MAX, m.offset() as u64), |meta| {
+                    (meta.stream, meta.key, meta.kseq)
+                });
                 return Ok(Some((m.offset(), id)));
             }
         }
@@ -201,14 +207,10 @@ pub(super) fn source_held(
             Some(Err(e)) => return Err(e.into()),
             Some(Ok(m)) => {
                 deadline = Instant::now() + Duration::from_secs(60);
-                if let Decoded::Intact(meta) | Decoded::Altered(Some(meta)) =
-                    decode(m.key(), m.payload(), &Vec::new(), None)
-                {
-                    if meta.run == run {
-                        held.entry((meta.partition, meta.key))
-                            .or_default()
-                            .insert(meta.kseq);
-                    }
+                if let Some(meta) = workload_meta(&m).filter(|meta| meta.run == run) {
+                    held.entry((meta.partition, meta.key))
+                        .or_default()
+                        .insert(meta.kseq);
                 }
             }
         }
