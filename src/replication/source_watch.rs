@@ -72,11 +72,13 @@ impl SourceWatch {
         self.positions = None;
     }
 
-    /// Whether the lane should read its positions now: at once when the
-    /// window has none yet, then after the limit and enough turns.
+    /// Whether the lane should read its positions now: after enough turns
+    /// when the window has none yet, then after the limit and enough turns.
+    /// Never while the lane holds on purpose (every hold resets the turns),
+    /// so a throttled lane reads no positions at all.
     pub fn due(&self, now: Instant) -> bool {
-        self.positions.is_none()
-            || (now.saturating_duration_since(self.since) >= self.limit && self.turns >= MIN_TURNS)
+        self.turns >= MIN_TURNS
+            && (self.positions.is_none() || now.saturating_duration_since(self.since) >= self.limit)
     }
 
     /// Starts a new window at `positions`; returns the previous window's
@@ -110,7 +112,11 @@ mod tests {
         let t0 = Instant::now();
         let at = |s: u64| t0 + Duration::from_secs(s);
         let mut watch = SourceWatch::new(Duration::from_secs(60), t0);
-        assert!(watch.due(at(0)), "the first positions are read at once");
+        assert!(!watch.due(at(0)), "no positions before the lane turned");
+        for _ in 0..MIN_TURNS {
+            watch.turned();
+        }
+        assert!(watch.due(at(0)), "the first positions once it did");
         assert_eq!(watch.restart(at(0), vec![5]), None);
         for _ in 0..MIN_TURNS {
             watch.turned();
@@ -133,7 +139,11 @@ mod tests {
             watch.turned();
         }
         watch.held(at(30));
-        assert!(watch.due(at(31)), "a held lane reads its positions again");
+        assert!(!watch.due(at(100)), "a held lane reads no positions");
+        for _ in 0..MIN_TURNS {
+            watch.turned();
+        }
+        assert!(watch.due(at(31)), "turning again, it starts a new window");
         assert_eq!(watch.restart(at(31), vec![5]), None, "not a full window");
         for _ in 0..MIN_TURNS {
             watch.turned();
