@@ -10,6 +10,9 @@
 #                                      full-JIT ones; sets their addresses; defines `kafka`
 #   bench_topics=REGEX                 topics bench_finish deletes from clusters that
 #                                      outlive the bench
+#   bench_load TOPIC RECORDS SIZE PARTITIONS
+#                                      creates TOPIC on the source and fills every
+#                                      partition evenly (BlockPartitioner.java)
 #
 # bench_finish stops the clusters bench_clusters started, or deletes the
 # bench's topics from running ones (a few thousand-partition runs take a
@@ -42,7 +45,35 @@ bench_clusters() {
   printf 'status=error\nrootLogger.level=error\n' >"$work/tools-log4j2.properties"
 }
 
-kafka() { java -Xmx512m -cp "$EOSMIRROR_KAFKA_LIB/*" -Dlog4j2.configurationFile="$work/tools-log4j2.properties" "$@"; }
+kafka() { java -Xmx512m -cp "$EOSMIRROR_KAFKA_LIB/*:$work/classes" -Dlog4j2.configurationFile="$work/tools-log4j2.properties" "$@"; }
+
+# bench_load TOPIC RECORDS SIZE PARTITIONS: every partition gets its share
+# of the records in runs of consecutive ones (round-robin made one-record
+# batches that a source broker took minutes to write at 5,000 partitions;
+# the default sticky partitioner left most partitions empty). Deliveries
+# may wait up to 15 minutes on a loaded broker, and the load fails loudly
+# unless the topic then holds every record (a copy would otherwise be
+# waited for forever).
+bench_load() {
+  local topic="$1" records="$2" size="$3" partitions="$4" held
+  if [[ ! -f "$work/classes/BlockPartitioner.class" ]]; then
+    mkdir -p "$work/classes"
+    javac -nowarn -cp "$EOSMIRROR_KAFKA_LIB/*" -d "$work/classes" "$repo/tests/bench/BlockPartitioner.java"
+  fi
+  kafka org.apache.kafka.tools.TopicCommand --bootstrap-server "$EOSMIRROR_SOURCE_BOOTSTRAP" --create \
+    --topic "$topic" --partitions "$partitions" >/dev/null
+  kafka org.apache.kafka.tools.ProducerPerformance --topic "$topic" --num-records "$records" \
+    --record-size "$size" --throughput -1 \
+    --producer-props bootstrap.servers="$EOSMIRROR_SOURCE_BOOTSTRAP" acks=all linger.ms=5 batch.size=262144 \
+      partitioner.class=BlockPartitioner block.records=$(((records + partitions - 1) / partitions)) \
+      delivery.timeout.ms=900000 >/dev/null
+  held="$(kafka org.apache.kafka.tools.GetOffsetShell --bootstrap-server "$EOSMIRROR_SOURCE_BOOTSTRAP" \
+    --topic "$topic" --time -1 | awk -F: '{ s += $NF } END { print s + 0 }')"
+  if ((held != records)); then
+    echo "bench: loading $topic wrote $held of $records records (the source broker lost deliveries); not a valid run" >&2
+    exit 1
+  fi
+}
 
 bench_finish() {
   if ((bench_started_clusters)); then
