@@ -53,7 +53,7 @@ use super::errors::{classify, classify_code, Disposition};
 use super::failure::WorkerError;
 use super::latency::BatchLatency;
 use super::layout::{Lane, Layout};
-use super::limits::{BatchLimits, BufferBudget};
+use super::limits::{fetch_queue_backoff, BatchLimits, BufferBudget};
 use super::lineage::{self, Continuity, PendingTopicIds, TopicIds};
 use super::membership::{Confirmation, Tenure};
 use super::positions::{
@@ -139,12 +139,6 @@ const ABORT_BACKOFF_MIN: Duration = Duration::from_millis(200);
 const ABORT_BACKOFF_MAX: Duration = Duration::from_secs(10);
 /// How often a lane publishes its partitions' lag.
 const LAG_INTERVAL: Duration = Duration::from_secs(5);
-
-/// How long a lane's source consumer waits to fetch a partition again after
-/// finding its prefetch queue full, unless the consumer file says. The
-/// queue fills while the lane flushes and commits; librdkafka's default, 1
-/// s, then left the lane with nothing to copy once it had drained the queue.
-const FETCH_QUEUE_BACKOFF_MS: &str = "10";
 
 /// The source partitions of one lane, shared between the supervisor (which
 /// discovers partitions) and the lane (which copies them). A change takes
@@ -465,7 +459,8 @@ impl LaneWorker {
         let mut source = settings.source.clone();
         self.budget.bound_consumer(&mut source);
         if source.get("fetch.queue.backoff.ms").is_none() {
-            source.set("fetch.queue.backoff.ms", FETCH_QUEUE_BACKOFF_MS);
+            let backoff = fetch_queue_backoff(partitions.len());
+            source.set("fetch.queue.backoff.ms", backoff.as_millis().to_string());
         }
         let stats = ClientStats::enable(
             &mut source,
