@@ -24,6 +24,11 @@
 //! writes to the source, so the source lost it before it could be read.
 //! It is reported by name but is not an eosmirror anomaly.
 //!
+//! Likewise duplicates are `duplicated_at_source` when the caller found the
+//! copy record for record equal to the source ([`Verdict::duplicates_held_by_source`]):
+//! the source holds them twice (its producer wrote them again after a
+//! broker crash), and eosmirror copied them exactly.
+//!
 //! A swap of two neighbours counts one reordered record: the one that
 //! arrives after its successor. Committed records missing after the last
 //! copied record of their key are counted apart as `unreplicated` (the copy
@@ -59,6 +64,9 @@ pub struct Tally {
     pub absent_at_source: u64,
     /// See the module docs.
     pub duplicated: u64,
+    /// Seen again, and held twice by the source too (see the module docs).
+    /// Not an anomaly of the copy: the run reports it apart.
+    pub duplicated_at_source: u64,
     /// See the module docs.
     pub reordered: u64,
     /// See the module docs.
@@ -86,6 +94,7 @@ impl Tally {
         self.unreplicated += o.unreplicated;
         self.absent_at_source += o.absent_at_source;
         self.duplicated += o.duplicated;
+        self.duplicated_at_source += o.duplicated_at_source;
         self.reordered += o.reordered;
         self.altered += o.altered;
         self.aborted_read += o.aborted_read;
@@ -104,7 +113,31 @@ pub struct Verdict {
     pub examples: Vec<String>,
     /// The first records absent at the source, described (bounded).
     pub absent_at_source: Vec<String>,
+    /// The first duplicates the source holds too, described (bounded).
+    pub duplicated_at_source: Vec<String>,
 }
+
+impl Verdict {
+    /// Counts every duplicate as held twice by the source itself. Only for
+    /// a copy found equal to the source record for record (read_committed,
+    /// every partition): then each duplicate on the target is one in the
+    /// source's log, copied exactly.
+    pub fn duplicates_held_by_source(&mut self) {
+        for t in self.partitions.values_mut().chain([&mut self.total]) {
+            t.duplicated_at_source += t.duplicated;
+            t.duplicated = 0;
+        }
+        let (held, rest) = self
+            .examples
+            .drain(..)
+            .partition(|e| e.contains(DUPLICATED_EXAMPLE));
+        self.examples = rest;
+        self.duplicated_at_source = held;
+    }
+}
+
+/// What a duplicate's example says, so that it can be told apart.
+const DUPLICATED_EXAMPLE: &str = ": duplicated: ";
 
 /// (partition, key) → the key sequence numbers the source's log holds.
 pub type SourceHeld = BTreeMap<(u32, u32), RangeSet>;
@@ -227,7 +260,7 @@ impl Judge {
             note(
                 &mut self.examples,
                 format!(
-                    "p{partition}@{offset}: duplicated: key {} seq {}",
+                    "p{partition}@{offset}{DUPLICATED_EXAMPLE}key {} seq {}",
                     meta.key, meta.kseq
                 ),
             );
@@ -533,6 +566,34 @@ mod tests {
                 duplicated: 1,
                 ..Tally::default()
             },
+        );
+    }
+
+    #[test]
+    fn duplicates_of_an_exact_copy_are_the_sources() {
+        let (records, ledger) = workload(50);
+        let mut c = copy(&records);
+        c.insert(30, c[12].clone());
+        c.insert(40, c[20].clone());
+        let mut v = judge(&c, &ledger);
+        v.duplicates_held_by_source();
+        only(
+            v.total,
+            Tally {
+                copied: 50,
+                duplicated_at_source: 2,
+                ..Tally::default()
+            },
+        );
+        assert_eq!(v.total.anomalies(), 0);
+        assert!(v.examples.is_empty(), "{:?}", v.examples);
+        assert_eq!(v.duplicated_at_source.len(), 2);
+        assert_eq!(
+            v.partitions
+                .values()
+                .map(|t| t.duplicated_at_source)
+                .sum::<u64>(),
+            2
         );
     }
 

@@ -303,6 +303,16 @@ pub fn table(r: &RunReport) -> String {
         for e in &s.verdict.absent_at_source {
             let _ = writeln!(out, "  absent at source: {e}");
         }
+        if s.verdict.total.duplicated_at_source > 0 {
+            let _ = writeln!(
+                out,
+                "  DUPLICATED AT SOURCE (the source holds them twice; the copy is exact): {} records",
+                s.verdict.total.duplicated_at_source
+            );
+        }
+        for e in &s.verdict.duplicated_at_source {
+            let _ = writeln!(out, "  duplicated at source: {e}");
+        }
         for d in &s.deviations {
             let _ = writeln!(out, "  DEVIATION: {d}");
         }

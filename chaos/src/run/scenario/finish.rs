@@ -8,8 +8,10 @@ use std::time::{Duration, Instant};
 use super::kinds::FaultKind;
 use super::reads::source_held;
 use super::state::{Run, CATCH_UP_LIMIT};
+use crate::checker::{compare_topic, Side, TopicPair};
 use crate::judge::Verdict;
 use crate::ledger::Ledger;
+use crate::run::clusters::ClusterSpec;
 use crate::run::report::{GroupCheck, Percentiles, ScenarioReport, Status};
 use crate::run::workload::lock;
 
@@ -64,6 +66,12 @@ impl<'a> Run<'a> {
                 verdict.total.absent_at_source
             ));
         }
+        if verdict.total.duplicated_at_source > 0 {
+            self.say(&format!(
+                "{} records are held twice by the source itself, and the copy is exact: the source duplicated them, not eosmirror",
+                verdict.total.duplicated_at_source
+            ));
+        }
         if verdict.total.unreplicated > 0 {
             self.deviations.push(format!(
                 "{} committed records never reached the target (the copy did not catch up)",
@@ -108,9 +116,43 @@ impl<'a> Run<'a> {
     /// The judge's verdict. Records it counts lost are looked up in the
     /// source's log: one the source does not hold either was lost before
     /// eosmirror could read it, and is reported as absent at the source.
-    /// Not done when the source topic was recreated (its old records are
-    /// gone by design) or when the source cannot be read (they stay lost).
+    /// Duplicates are the source's own when the copy equals the source
+    /// record for record. Neither is done when the source topic was
+    /// recreated (its old records are gone by design), nor when the source
+    /// cannot be read (they stay anomalies).
     fn verdict(&mut self, ledger: &Ledger) -> Verdict {
+        let mut verdict = self.verdict_of_lost(ledger);
+        if verdict.total.duplicated > 0 && !self.sc.kinds.contains(&FaultKind::SourceTopicRecreated)
+        {
+            let side = |name, spec: &ClusterSpec| Side {
+                name,
+                config: spec.client_config(),
+            };
+            let topics = TopicPair {
+                source: self.topic.clone(),
+                target: self.topic.clone(),
+            };
+            match compare_topic(
+                &side("source", &self.cfg.source),
+                &side("target", &self.cfg.target),
+                &topics,
+                Duration::from_secs(120),
+            ) {
+                Ok(reports) if reports.iter().all(|r| r.first_difference.is_none()) => {
+                    verdict.duplicates_held_by_source()
+                }
+                Ok(_) => {}
+                Err(e) => self.deviations.push(format!(
+                    "could not compare the copy with the source to check the duplicates: {e}"
+                )),
+            }
+        }
+        verdict
+    }
+
+    /// The judge's verdict, with lost records looked up in the source's log
+    /// (see [`Run::verdict`]).
+    fn verdict_of_lost(&mut self, ledger: &Ledger) -> Verdict {
         let verdict = self.tail.with_judge(|j| j.verdict(ledger, None));
         if verdict.total.lost == 0 || self.sc.kinds.contains(&FaultKind::SourceTopicRecreated) {
             return verdict;
