@@ -293,25 +293,28 @@ pub fn table(r: &RunReport) -> String {
         for e in &s.verdict.examples {
             let _ = writeln!(out, "  ANOMALY: {e}");
         }
-        if s.verdict.total.absent_at_source > 0 {
-            let _ = writeln!(
-                out,
-                "  ABSENT AT SOURCE (lost by the source cluster, not by eosmirror): {} records",
-                s.verdict.total.absent_at_source
-            );
-        }
-        for e in &s.verdict.absent_at_source {
-            let _ = writeln!(out, "  absent at source: {e}");
-        }
-        if s.verdict.total.duplicated_at_source > 0 {
-            let _ = writeln!(
-                out,
-                "  DUPLICATED AT SOURCE (the source holds them twice; the copy is exact): {} records",
-                s.verdict.total.duplicated_at_source
-            );
-        }
-        for e in &s.verdict.duplicated_at_source {
-            let _ = writeln!(out, "  duplicated at source: {e}");
+        // Records the source itself lost or duplicated: reported apart,
+        // not anomalies of the copy.
+        for (heading, count, examples, label) in [
+            (
+                "ABSENT AT SOURCE (lost by the source cluster, not by eosmirror)",
+                s.verdict.total.absent_at_source,
+                &s.verdict.absent_at_source,
+                "absent at source",
+            ),
+            (
+                "DUPLICATED AT SOURCE (the source holds them twice; the copy is exact)",
+                s.verdict.total.duplicated_at_source,
+                &s.verdict.duplicated_at_source,
+                "duplicated at source",
+            ),
+        ] {
+            if count > 0 {
+                let _ = writeln!(out, "  {heading}: {count} records");
+            }
+            for e in examples {
+                let _ = writeln!(out, "  {label}: {e}");
+            }
         }
         for d in &s.deviations {
             let _ = writeln!(out, "  DEVIATION: {d}");
