@@ -367,8 +367,35 @@ pub fn compare_topic(
         .collect()
 }
 
+/// When the records a tail waited for arrived: benchmarks report the whole
+/// catch-up time and, apart from it, the rate of the middle of the copy,
+/// which start-up and the last stragglers do not dilute.
+#[derive(Debug, Clone, Copy)]
+pub struct Arrival {
+    /// From the start of the wait (the topic may not exist yet) to the last
+    /// record.
+    pub took: Duration,
+    /// From the record that made 10% of them to the one that made 90%.
+    pub middle: Duration,
+}
+
+impl Arrival {
+    /// Records per second between the 10% and the 90% marks.
+    pub fn middle_rate(&self, records: u64) -> f64 {
+        (middle_mark(records) - first_mark(records)) as f64 / self.middle.as_secs_f64().max(1e-3)
+    }
+}
+
+fn first_mark(records: u64) -> u64 {
+    records / 10
+}
+
+fn middle_mark(records: u64) -> u64 {
+    records - records / 10
+}
+
 /// Tails `topic` on one side until it holds at least `records` committed
-/// records in total, reading each record once; returns how long that took
+/// records in total, reading each record once; returns when they arrived
 /// (including waiting for the topic to exist). Read errors other than
 /// deleted records are reported and waited out until `limit`.
 pub fn wait_for_records(
@@ -376,7 +403,7 @@ pub fn wait_for_records(
     topic: &str,
     records: u64,
     limit: Duration,
-) -> Result<Duration, CheckError> {
+) -> Result<Arrival, CheckError> {
     let started = Instant::now();
     let deadline = started + limit;
     let partitions = loop {
@@ -398,6 +425,7 @@ pub fn wait_for_records(
     }
     consumer.assign(&tpl).map_err(kafka(side.name))?;
     let mut seen = 0u64;
+    let (mut first, mut middle) = (None, None);
     while seen < records {
         if Instant::now() > deadline {
             return Err(CheckError::TooFew {
@@ -409,7 +437,15 @@ pub fn wait_for_records(
             });
         }
         match consumer.poll(Duration::from_millis(200)) {
-            Some(Ok(_)) => seen += 1,
+            Some(Ok(_)) => {
+                seen += 1;
+                if seen == first_mark(records) {
+                    first = Some(Instant::now());
+                }
+                if seen == middle_mark(records) {
+                    middle = Some(Instant::now());
+                }
+            }
             // librdkafka retries a broker that is down or slow by itself (a
             // loaded single-node broker may fence itself for seconds); the
             // deadline bounds the wait. Deleted records never come back.
@@ -420,5 +456,9 @@ pub fn wait_for_records(
             None => {}
         }
     }
-    Ok(started.elapsed())
+    let now = Instant::now();
+    Ok(Arrival {
+        took: now - started,
+        middle: middle.unwrap_or(now) - first.unwrap_or(started),
+    })
 }

@@ -45,7 +45,7 @@ enum Command {
         target_topic: Option<String>,
     },
     /// Wait until a topic holds at least RECORDS committed records; print how
-    /// long it took. Exit 2 on timeout.
+    /// long it took and the rate from 10% to 90% of them. Exit 2 on timeout.
     Wait {
         /// Bootstrap servers of the cluster to watch.
         #[arg(long, default_value = "127.0.0.1:29092")]
@@ -214,10 +214,15 @@ fn main() -> ExitCode {
         } => {
             let side = Side::new("cluster", &bootstrap);
             match wait_for_records(&side, &topic, records, Duration::from_secs(timeout_secs)) {
-                Ok(took) => {
+                Ok(arrival) => {
                     println!(
                         "{topic}: {records} committed records after {:.2} s",
-                        took.as_secs_f64()
+                        arrival.took.as_secs_f64()
+                    );
+                    println!(
+                        "middle: {:.0} records/s from 10% to 90% of them ({:.2} s)",
+                        arrival.middle_rate(records),
+                        arrival.middle.as_secs_f64()
                     );
                     ExitCode::SUCCESS
                 }
