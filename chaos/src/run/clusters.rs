@@ -15,6 +15,8 @@ use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::{Offset, TopicPartitionList};
 
+use crate::checker::Side;
+
 /// How long admin calls wait on a broker.
 const ADMIN_TIMEOUT: Duration = Duration::from_secs(60);
 
@@ -45,6 +47,14 @@ impl ClusterSpec {
         }
         c.set("bootstrap.servers", &self.bootstrap);
         c
+    }
+
+    /// This cluster as one side of a record-by-record comparison.
+    pub fn checker_side(&self) -> Side {
+        Side {
+            name: self.name,
+            config: self.client_config(),
+        }
     }
 
     /// Bootstrap servers behind the proxies.

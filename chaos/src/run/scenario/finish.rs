@@ -8,10 +8,9 @@ use std::time::{Duration, Instant};
 use super::kinds::FaultKind;
 use super::reads::source_held;
 use super::state::{Run, CATCH_UP_LIMIT};
-use crate::checker::{compare_topic, Side, TopicPair};
+use crate::checker::{compare_topic, TopicPair};
 use crate::judge::Verdict;
 use crate::ledger::Ledger;
-use crate::run::clusters::ClusterSpec;
 use crate::run::report::{GroupCheck, Percentiles, ScenarioReport, Status};
 use crate::run::workload::lock;
 
@@ -124,17 +123,13 @@ impl<'a> Run<'a> {
         let mut verdict = self.verdict_of_lost(ledger);
         if verdict.total.duplicated > 0 && !self.sc.kinds.contains(&FaultKind::SourceTopicRecreated)
         {
-            let side = |name, spec: &ClusterSpec| Side {
-                name,
-                config: spec.client_config(),
-            };
             let topics = TopicPair {
                 source: self.topic.clone(),
                 target: self.topic.clone(),
             };
             match compare_topic(
-                &side("source", &self.cfg.source),
-                &side("target", &self.cfg.target),
+                &self.cfg.source.checker_side(),
+                &self.cfg.target.checker_side(),
                 &topics,
                 Duration::from_secs(120),
             ) {
