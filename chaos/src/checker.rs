@@ -396,12 +396,14 @@ fn middle_mark(records: u64) -> u64 {
 
 /// Tails `topic` on one side until it holds at least `records` committed
 /// records in total, reading each record once; returns when they arrived
-/// (including waiting for the topic to exist). Read errors other than
-/// deleted records are reported and waited out until `limit`.
+/// (including waiting for the topic to exist). The broker answers each
+/// fetch once `fetch_min_bytes` wait or after half a second. Read errors
+/// other than deleted records are reported and waited out until `limit`.
 pub fn wait_for_records(
     side: &Side,
     topic: &str,
     records: u64,
+    fetch_min_bytes: u64,
     limit: Duration,
 ) -> Result<Arrival, CheckError> {
     let started = Instant::now();
@@ -415,12 +417,8 @@ pub fn wait_for_records(
             Err(e) => return Err(e),
         }
     };
-    // The broker answers a fetch only once a megabyte waits or after half a
-    // second: a reader that fetched whenever anything arrived cost the
-    // target broker it times a third of its CPU at 5,000 partitions (each
-    // fetch walks every partition of the session), and slowed the copy.
     let consumer: BaseConsumer = reader_config(&side.config)
-        .set("fetch.min.bytes", "1048576")
+        .set("fetch.min.bytes", fetch_min_bytes.max(1).to_string())
         .set("fetch.wait.max.ms", "500")
         .create()
         .map_err(kafka(side.name))?;
