@@ -88,7 +88,7 @@ bench_load() {
 # transaction's commit returns); sets committed_at (date +%s.%N then) and
 # middle (records/s between the 10% and 90% marks). Returns 1 if one of
 # PIDS exits first. A reader on the target sharing the 2 cores could not
-# count as fast as eosmirror commits: at 8 partitions it counted the last
+# count as fast as eosmirror commits: at 100 partitions it counted the last
 # of 2M records 5 s after eosmirror's log showed it committed. Scrapes are
 # 0.1 s apart, 0.5 s at 5,000 partitions (whose metrics are large).
 bench_wait_committed() {
