@@ -382,15 +382,17 @@ pub struct Arrival {
 impl Arrival {
     /// Records per second between the 10% and the 90% marks.
     pub fn middle_rate(&self, records: u64) -> f64 {
-        (middle_mark(records) - first_mark(records)) as f64 / self.middle.as_secs_f64().max(1e-3)
+        (high_mark(records) - low_mark(records)) as f64 / self.middle.as_secs_f64().max(1e-3)
     }
 }
 
-fn first_mark(records: u64) -> u64 {
+/// The record whose arrival starts the middle of a wait: the 10% mark.
+fn low_mark(records: u64) -> u64 {
     records / 10
 }
 
-fn middle_mark(records: u64) -> u64 {
+/// The record whose arrival ends it: the 90% mark.
+fn high_mark(records: u64) -> u64 {
     records - records / 10
 }
 
@@ -443,10 +445,10 @@ pub fn wait_for_records(
         match consumer.poll(Duration::from_millis(200)) {
             Some(Ok(_)) => {
                 seen += 1;
-                if seen == first_mark(records) {
+                if seen == low_mark(records) {
                     first = Some(Instant::now());
                 }
-                if seen == middle_mark(records) {
+                if seen == high_mark(records) {
                     middle = Some(Instant::now());
                 }
             }
