@@ -110,7 +110,7 @@ pub struct Verdict {
     /// All partitions together.
     pub total: Tally,
     /// The first anomalies, described (bounded).
-    pub examples: Vec<String>,
+    pub examples: Vec<Example>,
     /// The first records absent at the source, described (bounded).
     pub absent_at_source: Vec<String>,
     /// The first duplicates the source holds too, described (bounded).
@@ -130,23 +130,62 @@ impl Verdict {
         let (held, rest) = self
             .examples
             .drain(..)
-            .partition(|e| e.contains(DUPLICATED_EXAMPLE));
+            .partition(|e| e.class == Class::Duplicated);
         self.examples = rest;
-        self.duplicated_at_source = held;
+        self.duplicated_at_source = held.into_iter().map(|e| e.text).collect();
     }
 }
 
-/// What a duplicate's example says, so that it can be told apart.
-const DUPLICATED_EXAMPLE: &str = ": duplicated: ";
+/// The anomaly classes of the module docs that examples are kept for.
+#[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum Class {
+    /// See the module docs.
+    Lost,
+    /// Missing after the key's last copy (see [`Tally::unreplicated`]).
+    NotReplicated,
+    /// See the module docs.
+    Duplicated,
+    /// See the module docs.
+    Reordered,
+    /// See the module docs.
+    Altered,
+    /// See the module docs.
+    AbortedRead,
+    /// See the module docs.
+    Unexpected,
+}
+
+/// One anomaly, described for a person and tagged with its class, so a
+/// later finding (the source holds the duplicates too) can move a class's
+/// examples without parsing their text.
+#[derive(Debug, Clone, Serialize)]
+pub struct Example {
+    /// Which class the record falls in.
+    pub class: Class,
+    /// Where it is (partition, offset, key, sequence numbers) and what is wrong.
+    pub text: String,
+}
+
+impl std::fmt::Display for Example {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.text)
+    }
+}
 
 /// (partition, key) → the key sequence numbers the source's log holds.
 pub type SourceHeld = BTreeMap<(u32, u32), RangeSet>;
 
-/// Keeps `text` if fewer than [`EXAMPLES`] examples are kept.
-fn note(examples: &mut Vec<String>, text: String) {
+/// Keeps `example` if fewer than [`EXAMPLES`] examples are kept.
+fn note<T>(examples: &mut Vec<T>, example: T) {
     if examples.len() < EXAMPLES {
-        examples.push(text);
+        examples.push(example);
     }
+}
+
+/// Keeps an anomaly of `class` if fewer than [`EXAMPLES`] are kept.
+fn note_anomaly(examples: &mut Vec<Example>, class: Class, text: String) {
+    note(examples, Example { class, text });
 }
 
 /// What has been seen of one partition and key.
@@ -164,7 +203,7 @@ pub struct Judge {
     /// (partition, stream) → highest per-stream sequence number seen.
     streams: BTreeMap<(u32, u8), u64>,
     tallies: BTreeMap<i32, Tally>,
-    examples: Vec<String>,
+    examples: Vec<Example>,
 }
 
 impl Judge {
@@ -195,16 +234,18 @@ impl Judge {
         let meta = match decoded {
             Decoded::Foreign => {
                 tally.unexpected += 1;
-                note(
+                note_anomaly(
                     &mut self.examples,
+                    Class::Unexpected,
                     format!("p{partition}@{offset}: unexpected: not a workload record"),
                 );
                 return;
             }
             Decoded::Altered(meta) => {
                 tally.altered += 1;
-                note(
+                note_anomaly(
                     &mut self.examples,
+                    Class::Altered,
                     format!("p{partition}@{offset}: altered (checksum mismatch): {meta:?}"),
                 );
                 // A changed copy is still a copy: when its identity looks
@@ -223,8 +264,9 @@ impl Judge {
         };
         if meta.run != self.run {
             tally.unexpected += 1;
-            note(
+            note_anomaly(
                 &mut self.examples,
+                Class::Unexpected,
                 format!(
                     "p{partition}@{offset}: unexpected: a record of run {}",
                     meta.run
@@ -234,8 +276,9 @@ impl Judge {
         }
         if i64::from(meta.partition) != i64::from(partition) {
             tally.unexpected += 1;
-            note(
+            note_anomaly(
                 &mut self.examples,
+                Class::Unexpected,
                 format!(
                     "p{partition}@{offset}: unexpected: written to partition {}",
                     meta.partition
@@ -245,8 +288,9 @@ impl Judge {
         }
         if meta.aborted() {
             tally.aborted_read += 1;
-            note(
+            note_anomaly(
                 &mut self.examples,
+                Class::AbortedRead,
                 format!(
                 "p{partition}@{offset}: aborted read: key {} of a transaction aborted on purpose",
                 meta.key
@@ -257,10 +301,11 @@ impl Judge {
         let seen = self.keys.entry((meta.partition, meta.key)).or_default();
         if seen.kseqs.contains(meta.kseq) {
             tally.duplicated += 1;
-            note(
+            note_anomaly(
                 &mut self.examples,
+                Class::Duplicated,
                 format!(
-                    "p{partition}@{offset}{DUPLICATED_EXAMPLE}key {} seq {}",
+                    "p{partition}@{offset}: duplicated: key {} seq {}",
                     meta.key, meta.kseq
                 ),
             );
@@ -278,7 +323,7 @@ impl Judge {
         tally.copied += 1;
         if late_for_key || late_for_stream {
             tally.reordered += 1;
-            note(&mut self.examples, format!(
+            note_anomaly(&mut self.examples, Class::Reordered, format!(
                 "p{partition}@{offset}: reordered: key {} seq {} (stream {} seq {}) after a later record",
                 meta.key, meta.kseq, meta.stream, meta.pseq
             ));
@@ -348,15 +393,20 @@ impl Judge {
             t.unreplicated += unreplicated.len();
             t.aborted_read += leaked.len();
             t.unexpected += unexpected.len();
-            for (what, set) in [
-                ("lost", &lost),
-                ("not replicated", &unreplicated),
-                ("aborted read", &leaked),
-                ("unexpected (never committed)", &unexpected),
+            for (class, what, set) in [
+                (Class::Lost, "lost", &lost),
+                (Class::NotReplicated, "not replicated", &unreplicated),
+                (Class::AbortedRead, "aborted read", &leaked),
+                (
+                    Class::Unexpected,
+                    "unexpected (never committed)",
+                    &unexpected,
+                ),
             ] {
                 if !set.is_empty() {
-                    note(
+                    note_anomaly(
                         &mut v.examples,
+                        class,
                         format!("p{p}: {what}: key {key} seqs {}", set.describe(4)),
                     );
                 }
@@ -365,8 +415,9 @@ impl Judge {
         for (&(p, key), seen) in &self.keys {
             if !ledger.keys.contains_key(&(p, key)) {
                 v.partitions.entry(p as i32).or_default().unexpected += seen.kseqs.len();
-                note(
+                note_anomaly(
                     &mut v.examples,
+                    Class::Unexpected,
                     format!("p{p}: unexpected: key {key} was never written"),
                 );
             }
@@ -483,7 +534,7 @@ mod tests {
                 ..Tally::default()
             },
         );
-        assert!(v.examples[0].contains("lost"), "{:?}", v.examples);
+        assert_eq!(v.examples[0].class, Class::Lost, "{:?}", v.examples);
     }
 
     #[test]
@@ -513,7 +564,7 @@ mod tests {
         assert_eq!(v.total.anomalies(), 1);
         let lost = format!("lost: key {} seqs {}", dropped.key, dropped.kseq);
         assert!(
-            v.examples.iter().any(|e| e.contains(&lost)),
+            v.examples.iter().any(|e| e.text.contains(&lost)),
             "{:?}",
             v.examples
         );
@@ -575,19 +626,30 @@ mod tests {
         let mut c = copy(&records);
         c.insert(30, c[12].clone());
         c.insert(40, c[20].clone());
+        // A record lost as well: its example is not a duplicate's and stays.
+        c.remove(25);
         let mut v = judge(&c, &ledger);
         v.duplicates_held_by_source();
         only(
             v.total,
             Tally {
-                copied: 50,
+                copied: 49,
+                lost: 1,
                 duplicated_at_source: 2,
                 ..Tally::default()
             },
         );
-        assert_eq!(v.total.anomalies(), 0);
-        assert!(v.examples.is_empty(), "{:?}", v.examples);
+        assert_eq!(v.total.anomalies(), 1);
+        let classes: Vec<Class> = v.examples.iter().map(|e| e.class).collect();
+        assert_eq!(classes, [Class::Lost], "{:?}", v.examples);
         assert_eq!(v.duplicated_at_source.len(), 2);
+        assert!(
+            v.duplicated_at_source
+                .iter()
+                .all(|e| e.contains(": duplicated: ")),
+            "{:?}",
+            v.duplicated_at_source
+        );
         assert_eq!(
             v.partitions
                 .values()
