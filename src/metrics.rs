@@ -139,6 +139,12 @@ pub fn fleet_rejoined() {
     counter!("eosmirror_fleet_rejoins_total").increment(1);
 }
 
+/// The lane is parked (1): nothing to copy, its clients closed until the
+/// source receives records.
+pub fn lane_parked(lane: Lane, parked: bool) {
+    gauge!("eosmirror_lane_parked", "lane" => lane.to_string()).set(if parked { 1.0 } else { 0.0 });
+}
+
 /// The largest [`lag`] among the partitions of a lane's session, at its
 /// last lag report; 0 once the lane ended. Lag is per partition and carries
 /// no lane: this is what tells which lane has records waiting.

@@ -10,7 +10,7 @@ use support::mirror::{
     assert_exact_copy, fenced_restarts, fences_per_lane, lane_restarts, tail, wait_for_copy,
     Mirror, MirrorSetup, MAX_ZOMBIE_FENCES,
 };
-use support::{bed, free_local_address, scrape_metrics, Isolation, TestRecord};
+use support::{bed, free_local_address, scrape_metrics, Isolation, TestRecord, TxnOutcome};
 
 const PATIENCE: Duration = Duration::from_secs(240);
 
@@ -240,4 +240,90 @@ fn positions_in_another_format_stop_the_run_with_the_format_named() {
         output.contains("format version 1") && output.contains("--source.alias"),
         "the stop does not name the format and the way out:\n{output}"
     );
+}
+
+/// Lines of eosmirror's output that contain `needle`.
+fn count_lines(output: &str, needle: &str) -> usize {
+    output.lines().filter(|l| l.contains(needle)).count()
+}
+
+/// An idle lane parks (closes its clients) and wakes for the next record,
+/// exactly. The source's records end in transaction markers and an aborted
+/// transaction, which a parked lane must not take for records (it would
+/// wake and park again and again), and a record written while the lanes
+/// are parked is copied, exactly once, without a restart.
+#[test]
+fn an_idle_lane_parks_and_wakes_for_the_next_record() {
+    let bed = bed();
+    let partitions = 6;
+    let topic = bed.source.create_topic("lanes-park", partitions);
+    bed.source
+        .produce_transaction(&topic, &spread("a", 600, partitions), TxnOutcome::Commit);
+    bed.source
+        .produce_transaction(&topic, &spread("x", 60, partitions), TxnOutcome::Abort);
+    let setup = MirrorSetup::new(&bed.source.bootstrap, &bed.target.bootstrap);
+    let metrics = free_local_address();
+    let mut mirror = setup.start(
+        &topic,
+        &[
+            "--lanes",
+            "2",
+            "--park.idle.ms",
+            "3000",
+            "--metrics.address",
+            &metrics,
+        ],
+    );
+    wait_for_copy(&bed.source, &bed.target, &topic, PATIENCE, &mut mirror);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while count_lines(&mirror.output(), "lane parked") < 2 {
+        assert!(
+            Instant::now() < deadline && mirror.is_running(),
+            "the idle lanes never parked:\n{}",
+            tail(&mirror.output(), 40)
+        );
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    let parked = scrape_metrics(&metrics);
+    assert_eq!(
+        parked
+            .lines()
+            .filter(|l| l.starts_with("eosmirror_lane_parked{") && l.ends_with(" 1"))
+            .count(),
+        2,
+        "both lanes parked:\n{parked}"
+    );
+
+    // Quiet: the markers and the aborted records wake nothing.
+    let parked_at = mirror.output().len();
+    std::thread::sleep(Duration::from_secs(8));
+    let output = mirror.output();
+    assert_eq!(
+        (
+            count_lines(&output, "lane parked"),
+            count_lines(&output, "lane woke")
+        ),
+        (2, 0),
+        "a parked lane woke with nothing to copy:\n{}",
+        tail(&output, 40)
+    );
+
+    // One record, to one partition: its lane wakes and copies it.
+    let since = output.len();
+    bed.source
+        .produce_transaction(&topic, &spread("b", 1, partitions), TxnOutcome::Commit);
+    mirror.wait_for_output(since, &["lane woke"], Duration::from_secs(60));
+    wait_for_copy(&bed.source, &bed.target, &topic, PATIENCE, &mut mirror);
+    // Records to every partition: the lane that copied the one record and
+    // the one still parked both take them.
+    bed.source.produce(&topic, &spread("c", 300, partitions));
+    wait_for_copy(&bed.source, &bed.target, &topic, PATIENCE, &mut mirror);
+    assert_eq!(mirror.stop(Duration::from_secs(60)), 0);
+    let output = mirror.output().split_off(parked_at);
+    assert!(
+        lane_restarts(&output, "").is_empty(),
+        "parking restarted a lane:\n{}",
+        tail(&output, 40)
+    );
+    assert_exact_copy(&bed.source, &bed.target, &topic);
 }

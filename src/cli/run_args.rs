@@ -87,6 +87,19 @@ pub struct RunArgs {
     )]
     pub transaction_timeout_ms: u64,
 
+    /// How long a lane may find nothing to copy before it parks (ms): it
+    /// closes its source consumer and target producer, and one client per
+    /// process asks the source every second whether records arrived, so an
+    /// idle instance costs next to nothing whatever its partition count.
+    /// The first record after a park waits for the lane's new session
+    /// (about a second, more with thousands of partitions). 0 never parks.
+    #[arg(
+        long = "park.idle.ms",
+        env = "EOSMIRROR_PARK_IDLE_MS",
+        default_value_t = 60_000
+    )]
+    pub park_idle_ms: u64,
+
     /// How often new topics and partitions are looked for (ms).
     #[arg(
         long = "refresh.interval.ms",
@@ -325,6 +338,11 @@ impl RunArgs {
 
     /// How often lane clients report statistics: never when nothing serves
     /// /metrics, so their cost is paid only where someone can read them.
+    /// How long a lane idles before it parks; `None` never.
+    pub fn park_after(&self) -> Option<Duration> {
+        (self.park_idle_ms > 0).then(|| Duration::from_millis(self.park_idle_ms))
+    }
+
     pub fn statistics_interval(&self) -> Option<Duration> {
         match (self.metrics_address, self.statistics_interval_ms) {
             (Some(_), ms) if ms > 0 => Some(Duration::from_millis(ms)),

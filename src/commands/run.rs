@@ -18,6 +18,7 @@ use crate::replication::lane::{GapPolicy, WorkerSettings};
 use crate::replication::layout::{Layout, DEFAULT_LANES};
 use crate::replication::limits::BatchLimits;
 use crate::replication::membership::{FleetSettings, LaneOwnership};
+use crate::replication::park::SourceEnds;
 use crate::replication::progress::InternalTopics;
 use crate::replication::supervisor::{self, SupervisorSettings};
 use crate::replication::throttle::{self, Throttle};
@@ -175,6 +176,8 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         revoke_wait: Duration::from_millis(args.shutdown_timeout_ms),
     };
     let workers = Arc::new(WorkerSettings {
+        source_ends: SourceEnds::new(source.clone()),
+        park_after: args.park_after(),
         source,
         target,
         target_reader: target_connection.clone(),

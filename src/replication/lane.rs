@@ -56,6 +56,7 @@ use super::layout::{Lane, Layout};
 use super::limits::{fetch_queue_backoff, BatchLimits, BufferBudget};
 use super::lineage::{self, Continuity, PendingTopicIds, TopicIds};
 use super::membership::{Confirmation, Tenure};
+use super::park::{self, Parked, SourceEnds, Wake};
 use super::positions::{
     read_lane_positions, target_has_committed_records, watermark_client, LanePositions,
     ResumePosition,
@@ -112,6 +113,11 @@ pub struct WorkerSettings {
     /// How often the lanes' clients report librdkafka statistics to
     /// `/metrics`; `None` when nothing serves them.
     pub statistics_interval: Option<Duration>,
+    /// How long a lane finds nothing to copy before it parks (`park.rs`);
+    /// `None`: never.
+    pub park_after: Option<Duration>,
+    /// The one client parked lanes share to watch the source.
+    pub source_ends: SourceEnds,
     /// Topics the operator allows to start over from the source's first
     /// record when the source or target topic was deleted and recreated
     /// (`--start.over`); any other recreated topic stops the run.
@@ -184,6 +190,13 @@ enum SessionEnd {
     /// Every partition of the lane was stopped at session start (each
     /// already reported): copy again only if partitions join.
     AllStopped,
+    /// The lane found nothing to copy for `park_after`: its clients are
+    /// closed until the source moves (`park.rs`).
+    Parked {
+        parked: Parked,
+        /// The partition set version the session copied.
+        version: u64,
+    },
     /// Start a new session: new producer, positions re-read from the target.
     Restart {
         /// Short label for the metric and log.
@@ -319,6 +332,10 @@ impl LaneWorker {
             match end {
                 SessionEnd::Shutdown | SessionEnd::Moved => return Ok(()),
                 SessionEnd::AllStopped => {}
+                SessionEnd::Parked { parked, version } => {
+                    backoff.reset();
+                    self.park(&parked, version);
+                }
                 SessionEnd::Repartitioned => {
                     tracing::info!(lane = %self.lane, "the lane's partitions changed; starting a session with all of them")
                 }
@@ -336,6 +353,36 @@ impl LaneWorker {
                     self.sleep_unless_stopped(wait);
                 }
             }
+        }
+    }
+
+    /// Waits without clients of its own until the source's ends move from
+    /// where the lane parked, its partitions change from `version`, or it
+    /// must stop.
+    fn park(&self, parked: &Parked, version: u64) {
+        // Caught up, not starting: ready and live while parked.
+        self.health.copying(self.lane, true);
+        m::lane_parked(self.lane, true);
+        tracing::info!(lane = %self.lane, partitions = parked.partitions.len(), "lane parked: nothing to copy; its clients are closed until the source receives records");
+        let settings = &self.settings;
+        let wake = park::wait(
+            parked,
+            park::Watch::default(),
+            |parked| settings.source_ends.ends(parked, METADATA_TIMEOUT),
+            || {
+                self.health.progress(self.lane);
+                self.tenure.stop.load(Ordering::Relaxed) || self.partitions.version() != version
+            },
+        );
+        m::lane_parked(self.lane, false);
+        match wake {
+            Wake::Moved(partition) => {
+                tracing::info!(lane = %self.lane, %partition, "lane woke: the source moved")
+            }
+            Wake::Unanswered(detail) => {
+                tracing::warn!(lane = %self.lane, %detail, "lane woke: the source did not answer while it was parked")
+            }
+            Wake::Interrupted => {}
         }
     }
 
@@ -780,7 +827,10 @@ struct Touched {
 
 /// Outcome of one attempt at a batch.
 enum BatchEnd {
+    /// The source delivered nothing within the idle poll.
     Idle,
+    /// The throttle held the lane: records may wait.
+    Throttled,
     Committed,
 }
 
@@ -804,6 +854,11 @@ struct LaneSession<'w> {
     /// The open batch's young records' timestamps, for the latency histogram.
     latency: BatchLatency,
     last_lag_report: Option<Instant>,
+    /// When the lane last committed or aborted a batch, was throttled, or
+    /// started the session: it parks `park_after` later. After an abort
+    /// the consumer re-reads from the committed positions, and parking
+    /// waits until that re-reading is long done.
+    last_busy: Instant,
     /// Notices a source consumer that stopped delivering.
     source_watch: SourceWatch,
     last_source_warning: Cell<Option<Instant>>,
@@ -843,6 +898,7 @@ impl<'w> LaneSession<'w> {
             touched_order: Vec::new(),
             latency: BatchLatency::default(),
             last_lag_report: None,
+            last_busy: Instant::now(),
             source_watch: SourceWatch::new(SILENCE_LIMIT, Instant::now()),
             last_source_warning: Cell::new(None),
             partition_error: RefCell::new(None),
@@ -877,10 +933,22 @@ impl<'w> LaneSession<'w> {
                 Ok(BatchEnd::Committed) => {
                     abort_backoff.reset();
                     self.source_watch.turned();
+                    self.last_busy = Instant::now();
+                    continue;
+                }
+                Ok(BatchEnd::Throttled) => {
+                    self.source_watch.turned();
+                    self.last_busy = Instant::now();
                     continue;
                 }
                 Ok(BatchEnd::Idle) => {
                     self.source_watch.turned();
+                    if let Some(parked) = self.parked() {
+                        return Ok(SessionEnd::Parked {
+                            parked,
+                            version: self.version,
+                        });
+                    }
                     continue;
                 }
                 Err(failure) => failure,
@@ -909,6 +977,7 @@ impl<'w> LaneSession<'w> {
                     self.forget_batch();
                     self.assign()?;
                     self.source_watch.held(Instant::now());
+                    self.last_busy = Instant::now();
                     self.worker.sleep_unless_stopped(wait);
                 }
                 Disposition::RestartSession => {
@@ -1119,6 +1188,33 @@ impl<'w> LaneSession<'w> {
         ))
     }
 
+    /// Where the lane parks, once it has had nothing to copy for
+    /// `park_after` (no transaction is open between batches): each
+    /// partition at its consumer's position, past any transaction marker,
+    /// or at its committed position where the consumer has none yet.
+    fn parked(&self) -> Option<Parked> {
+        let park_after = self.worker.settings.park_after?;
+        if self.last_busy.elapsed() < park_after {
+            return None;
+        }
+        let fetched = self.consumer.position().ok()?;
+        let (partitions, positions) = self
+            .cursors
+            .iter()
+            .map(|c| {
+                let fetched = offset_in(&fetched, &c.partition.topic, c.partition.partition);
+                let position = fetched
+                    .unwrap_or(c.committed.next_source_offset)
+                    .max(c.committed.next_source_offset);
+                (c.partition.clone(), position)
+            })
+            .unzip();
+        Some(Parked {
+            partitions,
+            positions,
+        })
+    }
+
     /// Forgets the open batch (after it was aborted).
     fn forget_batch(&mut self) {
         self.slots.clear();
@@ -1140,7 +1236,7 @@ impl<'w> LaneSession<'w> {
             // Not reading on purpose is not a silent source.
             self.source_watch.held(Instant::now());
             self.producer.serve_events();
-            return Ok(BatchEnd::Idle);
+            return Ok(BatchEnd::Throttled);
         }
         self.forget_batch();
         let lane = self.worker.lane;

@@ -74,6 +74,17 @@ pub fn fetch_all<C: ConsumerContext>(
         .collect()
 }
 
+/// The high watermark of every partition in `partitions` (the last stable
+/// offset at `read_committed`), `None` where the answer has no offset: one
+/// ListOffsets request per leader.
+pub fn high_watermarks<C: ConsumerContext>(
+    client: &BaseConsumer<C>,
+    partitions: &[SourcePartition],
+    timeout: Duration,
+) -> Result<HashMap<SourcePartition, Option<i64>>, WatermarksError> {
+    list_offsets(client, partitions, Offset::End, timeout)
+}
+
 /// For each partition in `partitions`, the first offset whose timestamp is
 /// at or after `ms`, `None` where no record is: one ListOffsets request per
 /// leader (one partition at a time was 1,000 round trips at 1,000
