@@ -89,10 +89,10 @@ pub struct RunArgs {
 
     /// How long a lane may find nothing to copy before it parks (ms): it
     /// closes its source consumer and target producer, and one client per
-    /// process asks the source every second whether records arrived, so an
+    /// process asks the source every 2 s whether records arrived, so an
     /// idle instance costs next to nothing whatever its partition count.
     /// The first record after a park waits for the lane's new session
-    /// (about a second, more with thousands of partitions). 0 never parks.
+    /// (up to 2 s, plus the session's start). 0 never parks.
     #[arg(
         long = "park.idle.ms",
         env = "EOSMIRROR_PARK_IDLE_MS",

@@ -28,11 +28,10 @@ use super::watermarks;
 use crate::health::Health;
 use crate::metrics as m;
 use crate::shutdown::Shutdown;
+use crate::topics::clients::DiscoveryClients;
 use crate::topics::filter::TopicFilter;
 use crate::topics::internal::Finding;
-use crate::topics::target::{
-    cluster_metadata, partition_counts, prepare_target, select, TargetTopicOptions, TopicError,
-};
+use crate::topics::target::{prepare_target, select, TargetTopicOptions, TopicError};
 
 /// More new partitions than this in one refresh (a start at thousands of
 /// partitions) are logged as one line, each partition at debug level.
@@ -139,6 +138,10 @@ pub async fn run(
         tokio::spawn(Arc::clone(publisher).run(status_topic::PUBLISH_INTERVAL, shutdown.clone()));
     }
 
+    let clients = Arc::new(DiscoveryClients::new(
+        &settings.source_admin,
+        &settings.target_admin,
+    )?);
     let (stall_tx, mut stalled) = mpsc::channel(1);
     tokio::spawn(watch_stalls(
         Arc::clone(&health),
@@ -148,7 +151,7 @@ pub async fn run(
     while !shutdown.requested() {
         if tokio::time::Instant::now() >= next_refresh {
             next_refresh = tokio::time::Instant::now() + settings.refresh_interval;
-            match refresh(&settings, &workers).await {
+            match refresh(&settings, &workers, &clients).await {
                 Ok((partitions, warnings)) => {
                     for warning in warnings {
                         if !warned.contains(&warning) {
@@ -414,14 +417,14 @@ async fn report_progress(health: Arc<Health>, interval: Duration, shutdown: Shut
 async fn refresh(
     settings: &SupervisorSettings,
     workers: &WorkerSettings,
+    clients: &Arc<DiscoveryClients>,
 ) -> Result<(Vec<SourcePartition>, Vec<Finding>), RunError> {
     let timeout = settings.metadata_timeout;
-    let source_admin = settings.source_admin.clone();
-    let target_admin = settings.target_admin.clone();
+    let asked = Arc::clone(clients);
     let (source_counts, target_metadata) = tokio::task::spawn_blocking(move || {
         Ok::<_, TopicError>((
-            partition_counts(&source_admin, "source", timeout)?,
-            cluster_metadata(&target_admin, "target", timeout)?,
+            asked.source.partition_counts(timeout)?,
+            asked.target.metadata(timeout)?,
         ))
     })
     .await
@@ -431,8 +434,8 @@ async fn refresh(
         tracing::warn!("no source topic matches --include/--exclude yet");
     }
     let prepared = prepare_target(
-        &settings.source_admin,
-        &settings.target_admin,
+        clients.source.admin(),
+        clients.target.admin(),
         &topics,
         &target_metadata,
         &workers.internal_topics,

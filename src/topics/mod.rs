@@ -1,6 +1,7 @@
 //! Source topic selection and target topic preparation.
 
 pub mod acls;
+pub mod clients;
 pub mod filter;
 pub mod identity;
 pub mod internal;

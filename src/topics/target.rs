@@ -13,7 +13,7 @@ use rdkafka::admin::{
     AdminClient, AdminOptions, ConfigSource, NewPartitions, NewTopic, OwnedResourceSpecifier,
     ResourceSpecifier, TopicReplication,
 };
-use rdkafka::client::DefaultClientContext;
+use rdkafka::client::{Client, ClientContext, DefaultClientContext};
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::error::KafkaError;
@@ -120,6 +120,17 @@ pub struct ClusterMetadata {
     pub brokers: usize,
 }
 
+impl ClusterMetadata {
+    /// Partition count per topic, for discovery and the commands that
+    /// compare the two clusters.
+    pub fn partition_counts(self) -> BTreeMap<String, i32> {
+        self.topics
+            .into_iter()
+            .map(|(name, shape)| (name, shape.partitions))
+            .collect()
+    }
+}
+
 /// Partition counts per topic as one cluster's metadata reports them.
 /// Blocking; call from a blocking thread.
 pub fn partition_counts(
@@ -127,11 +138,7 @@ pub fn partition_counts(
     cluster: &'static str,
     timeout: Duration,
 ) -> Result<BTreeMap<String, i32>, TopicError> {
-    Ok(cluster_metadata(client, cluster, timeout)?
-        .topics
-        .into_iter()
-        .map(|(name, shape)| (name, shape.partitions))
-        .collect())
+    Ok(cluster_metadata(client, cluster, timeout)?.partition_counts())
 }
 
 /// Topics (partitions, replication factor) and brokers as one cluster's
@@ -141,11 +148,21 @@ pub fn cluster_metadata(
     cluster: &'static str,
     timeout: Duration,
 ) -> Result<ClusterMetadata, TopicError> {
-    let metadata_error = |source| TopicError::Metadata { cluster, source };
-    let consumer: BaseConsumer = client.create().map_err(metadata_error)?;
-    let metadata = consumer
+    let consumer: BaseConsumer = client
+        .create()
+        .map_err(|source| TopicError::Metadata { cluster, source })?;
+    metadata_of(consumer.client(), cluster, timeout)
+}
+
+/// [`cluster_metadata`] with a client the caller keeps.
+pub fn metadata_of<C: ClientContext>(
+    client: &Client<C>,
+    cluster: &'static str,
+    timeout: Duration,
+) -> Result<ClusterMetadata, TopicError> {
+    let metadata = client
         .fetch_metadata(None, timeout)
-        .map_err(metadata_error)?;
+        .map_err(|source| TopicError::Metadata { cluster, source })?;
     let topics = metadata
         .topics()
         .iter()
@@ -350,8 +367,8 @@ pub struct Prepared {
 /// ([`check_existing`]); returns its warnings, which do not stop
 /// the run.
 pub async fn prepare_target(
-    source: &ClientConfig,
-    target: &ClientConfig,
+    source_admin: &AdminClient<DefaultClientContext>,
+    target_admin: &AdminClient<DefaultClientContext>,
     topics: &[SourceTopic],
     target_metadata: &ClusterMetadata,
     internal: &InternalTopics,
@@ -362,8 +379,6 @@ pub async fn prepare_target(
         return Err(refusal);
     }
 
-    let source_admin = admin(source, "source")?;
-    let target_admin = admin(target, "target")?;
     let admin_options = AdminOptions::new().operation_timeout(Some(Duration::from_secs(30)));
 
     let needs = Needs {
@@ -372,7 +387,7 @@ pub async fn prepare_target(
         tools: &options.tools,
     };
     let (refusals, warnings): (Vec<Finding>, Vec<Finding>) =
-        check_existing(&target_admin, internal, target_metadata, &needs)
+        check_existing(target_admin, internal, target_metadata, &needs)
             .await?
             .into_iter()
             .partition(Finding::refuses);
@@ -382,7 +397,7 @@ pub async fn prepare_target(
 
     let mut new_topics = Vec::new();
     for topic in &decision.missing {
-        let settings = source_topic_settings(&source_admin, &topic.name).await?;
+        let settings = source_topic_settings(source_admin, &topic.name).await?;
         new_topics.push((topic, settings));
     }
 
