@@ -234,28 +234,35 @@ mod tests {
         assert_eq!(lane.moved(&[None, None, None]), None);
     }
 
-    #[test]
-    fn a_parked_lane_wakes_on_the_first_record() {
-        let lane = parked(&[5, 7]);
+    /// Waits on `lane` with the n-th question (from 1) answered by
+    /// `answer`; returns why it woke and how many questions it asked.
+    fn wait_answered(
+        lane: &Parked,
+        answer: impl Fn(usize) -> Result<Vec<Option<i64>>, SourceEndsError>,
+    ) -> (Wake, usize) {
         let asked = Cell::new(0);
         let wake = wait(
-            &lane,
+            lane,
             FAST,
             |_| {
                 asked.set(asked.get() + 1);
-                Ok(match asked.get() {
-                    1 => vec![Some(5), Some(7)],
-                    _ => vec![Some(5), Some(8)],
-                })
+                answer(asked.get())
             },
             || false,
         );
+        (wake, asked.get())
+    }
+
+    #[test]
+    fn a_parked_lane_wakes_on_the_first_record() {
+        let (wake, asked) = wait_answered(&parked(&[5, 7]), |n| {
+            Ok(match n {
+                1 => vec![Some(5), Some(7)],
+                _ => vec![Some(5), Some(8)],
+            })
+        });
         assert_eq!(wake, Wake::Moved(SourcePartition::new("t", 1)));
-        assert_eq!(
-            asked.get(),
-            2,
-            "asked once per interval until the end moved"
-        );
+        assert_eq!(asked, 2, "asked once per interval until the end moved");
     }
 
     #[test]
@@ -267,27 +274,17 @@ mod tests {
 
     #[test]
     fn short_failures_keep_the_lane_parked() {
-        let lane = parked(&[5]);
-        let asked = Cell::new(0);
-        let wake = wait(
-            &lane,
-            FAST,
-            |_| {
-                asked.set(asked.get() + 1);
-                match asked.get() {
-                    1 | 2 => Err(unanswered()),
-                    _ => Ok(vec![Some(6)]),
-                }
-            },
-            || false,
-        );
+        let (wake, asked) = wait_answered(&parked(&[5]), |n| match n {
+            1 | 2 => Err(unanswered()),
+            _ => Ok(vec![Some(6)]),
+        });
         assert_eq!(wake, Wake::Moved(SourcePartition::new("t", 0)));
+        assert_eq!(asked, 3);
     }
 
     #[test]
     fn lasting_failures_wake_the_lane_to_report_them() {
-        let lane = parked(&[5]);
-        let wake = wait(&lane, FAST, |_| Err(unanswered()), || false);
+        let (wake, _) = wait_answered(&parked(&[5]), |_| Err(unanswered()));
         assert!(
             matches!(&wake, Wake::Unanswered(detail) if detail.contains("t-0")),
             "{wake:?}"
