@@ -712,9 +712,13 @@ fn a_silent_source_consumer_is_replaced_by_a_new_session() {
     let case = Case::new("silent-source", &bed().target.bootstrap);
     write_block(&case.topic, "a", 600);
     let silent = format!("{}=1*return->off", failpoints::LANE_SOURCE_SILENT);
-    let mut mirror = case
-        .setup
-        .start_args_env(&case.args(&[]), &[("FAILPOINTS", &silent)]);
+    // Never parked: a lane whose only partition falls silent would park
+    // after --park.idle.ms and wake at once with a new consumer (its end
+    // lies past the consumer's position), which hides this watch.
+    let mut mirror = case.setup.start_args_env(
+        &case.args(&["--park.idle.ms", "0"]),
+        &[("FAILPOINTS", &silent)],
+    );
     let writer = Writer::start(&case.topic);
     let deadline = Instant::now() + Duration::from_secs(300);
     while lane_restarts(&mirror.output(), "reason=\"source_silent\"").is_empty() {

@@ -371,7 +371,7 @@ impl LaneWorker {
         let wake = park::wait(
             parked,
             park::Watch::default(),
-            |parked| settings.source_ends.ends(parked, METADATA_TIMEOUT),
+            |parked| settings.source_ends.ends(parked, park::QUESTION_TIMEOUT),
             || {
                 self.health.progress(self.lane);
                 self.tenure.stop.load(Ordering::Relaxed) || self.partitions.version() != version

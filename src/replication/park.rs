@@ -10,10 +10,11 @@
 //!
 //! While parked, one client per process ([`SourceEnds`]) asks the source
 //! for the committed ends of each parked lane's partitions (its
-//! `read_committed` ListOffsets, one request per leader) every
-//! [`WATCH_INTERVAL`]. The lane starts a new session as soon as one end
-//! differs from the position its consumer had reached, when its
-//! partitions change, or on stop.
+//! `read_committed` ListOffsets, in questions of
+//! [`PARTITIONS_PER_QUESTION`]) every [`WATCH_INTERVAL`]. The lane starts a
+//! new session as soon as one end differs from the position its consumer
+//! had reached, when its partitions change, on stop, or when the source
+//! leaves its questions unanswered for [`ERRORS_BEFORE_WAKING`].
 //!
 //! Exactly-once does not depend on parking: a parked lane holds no
 //! transaction and copies nothing, and its next session starts like any
@@ -42,10 +43,14 @@ pub const WATCH_INTERVAL: Duration = Duration::from_secs(2);
 /// matches each answer to its question by a linear search
 /// (`rd_kafka_topic_partition_list_update`), so a question about n
 /// partitions costs n²: 1,250 once a second took 1.1% of a core per lane.
-/// (With 100 and every 2 s an idle instance of 5,000 partitions in 4 lanes
-/// took 0.86% of a core in all.)
-/// Small questions cost their round trips instead.
+/// Small questions cost their round trips instead; with 100, every 2 s, an
+/// idle instance of 5,000 partitions in 4 lanes took 0.83–0.86% in all.
 pub const PARTITIONS_PER_QUESTION: usize = 100;
+
+/// Longest one question may take: a question is not interrupted, so this
+/// bounds how long a shutdown or a hand-over waits for a parked lane when
+/// the source does not answer.
+pub const QUESTION_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// How long asking the source may fail before the lane starts a session
 /// anyway, which reports what is wrong (a parked lane logs nothing).

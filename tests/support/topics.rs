@@ -49,15 +49,32 @@ impl Cluster {
         loop {
             match block_on(self.admin().create_topics([&topic], &options)) {
                 Ok(results) => {
+                    let mut unregistered = false;
                     for result in results {
                         match result {
                             Ok(_) | Err((_, RDKafkaErrorCode::TopicAlreadyExists)) => {}
+                            // A broker just started, or thawed after a
+                            // SIGSTOP longer than its controller session,
+                            // is not registered (unfenced) yet: the
+                            // controller has no broker for one replica.
+                            Err((_, RDKafkaErrorCode::InvalidReplicationFactor))
+                                if Instant::now() < deadline =>
+                            {
+                                unregistered = true
+                            }
                             Err((topic, code)) => {
                                 panic!("{}: create topic {topic}: {code}", self.name)
                             }
                         }
                     }
-                    break;
+                    if !unregistered {
+                        break;
+                    }
+                    eprintln!(
+                        "{}: create topic {name}: no broker registered yet; retrying",
+                        self.name
+                    );
+                    std::thread::sleep(Duration::from_millis(200));
                 }
                 Err(e) if (is_timeout(&e) || is_transient(&e)) && Instant::now() < deadline => {
                     eprintln!("{}: create topic {name}: {e}; retrying", self.name);
