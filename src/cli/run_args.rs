@@ -336,13 +336,13 @@ impl RunArgs {
         }
     }
 
-    /// How often lane clients report statistics: never when nothing serves
-    /// /metrics, so their cost is paid only where someone can read them.
     /// How long a lane idles before it parks; `None` never.
     pub fn park_after(&self) -> Option<Duration> {
         (self.park_idle_ms > 0).then(|| Duration::from_millis(self.park_idle_ms))
     }
 
+    /// How often lane clients report statistics: never when nothing serves
+    /// /metrics, so their cost is paid only where someone can read them.
     pub fn statistics_interval(&self) -> Option<Duration> {
         match (self.metrics_address, self.statistics_interval_ms) {
             (Some(_), ms) if ms > 0 => Some(Duration::from_millis(ms)),

@@ -69,7 +69,6 @@ use super::watermarks::{self, Watermarks};
 use crate::failpoints::{self, crash_point, fault_armed};
 use crate::health::Health;
 use crate::metrics as m;
-use crate::read::offset_in;
 use crate::topics::filter::TopicFilter;
 
 /// What to do when source records disappear before they are copied.
@@ -1155,17 +1154,7 @@ impl<'w> LaneSession<'w> {
         if !self.source_watch.due(now) {
             return None;
         }
-        let fetched = self.consumer.position().ok();
-        let positions: Vec<i64> = self
-            .cursors
-            .iter()
-            .map(|c| {
-                fetched
-                    .as_ref()
-                    .and_then(|list| offset_in(list, &c.partition.topic, c.partition.partition))
-                    .unwrap_or(c.committed.next_source_offset)
-            })
-            .collect();
+        let positions = self.consumer_positions(self.consumer.position().ok().as_ref());
         let before = self.source_watch.restart(now, positions.clone())?;
         let partitions: Vec<SourcePartition> =
             self.cursors.iter().map(|c| c.partition.clone()).collect();
@@ -1201,21 +1190,37 @@ impl<'w> LaneSession<'w> {
             return None;
         }
         let fetched = self.consumer.position().ok()?;
-        let (partitions, positions) = self
-            .cursors
-            .iter()
-            .map(|c| {
-                let fetched = offset_in(&fetched, &c.partition.topic, c.partition.partition);
-                let position = fetched
-                    .unwrap_or(c.committed.next_source_offset)
-                    .max(c.committed.next_source_offset);
-                (c.partition.clone(), position)
-            })
-            .unzip();
+        let positions = self
+            .consumer_positions(Some(&fetched))
+            .into_iter()
+            .zip(&self.cursors)
+            .map(|(position, c)| position.max(c.committed.next_source_offset))
+            .collect();
         Some(Parked {
-            partitions,
+            partitions: self.cursors.iter().map(|c| c.partition.clone()).collect(),
             positions,
         })
+    }
+
+    /// Per cursor, the position `fetched` (the consumer's `position()`)
+    /// gives it: past transaction markers and aborted records, which
+    /// librdkafka skips; the committed position where it gives none.
+    fn consumer_positions(&self, fetched: Option<&TopicPartitionList>) -> Vec<i64> {
+        let mut positions: Vec<i64> = self
+            .cursors
+            .iter()
+            .map(|c| c.committed.next_source_offset)
+            .collect();
+        for element in fetched.into_iter().flat_map(|list| list.elements()) {
+            let cursor = self
+                .index
+                .get(element.topic())
+                .and_then(|partitions| partitions.get(&element.partition()));
+            if let (Some(&cursor), Offset::Offset(offset)) = (cursor, element.offset()) {
+                positions[cursor] = offset;
+            }
+        }
+        positions
     }
 
     /// Forgets the open batch (after it was aborted).
