@@ -82,6 +82,26 @@ pub fn parse_size(text: &str) -> Result<usize, String> {
     usize::try_from(bytes).map_err(|_| format!("{text:?} is too large for this machine"))
 }
 
+/// Shortest `--park.idle.ms`: a park closes a lane's clients and a wake
+/// starts a new session (1–4 s), so parking between sparse records would
+/// cost more than it saves.
+const MIN_PARK_IDLE_MS: u64 = 1_000;
+
+/// Parses `--park.idle.ms`: 0 (never park) or at least [`MIN_PARK_IDLE_MS`].
+pub fn parse_park_idle(text: &str) -> Result<u64, String> {
+    let ms: u64 = text
+        .trim()
+        .parse()
+        .map_err(|_| format!("{text:?} is not a number of milliseconds"))?;
+    if ms != 0 && ms < MIN_PARK_IDLE_MS {
+        return Err(format!(
+            "{ms} ms is too short: each park closes a lane's clients and each wake starts \
+             a new session (1-4 s); use at least {MIN_PARK_IDLE_MS}, or 0 to never park"
+        ));
+    }
+    Ok(ms)
+}
+
 /// Shortest `--statistics.interval.ms`: each librdkafka statistics report
 /// costs the client a JSON document of every partition it serves.
 pub const MIN_STATISTICS_INTERVAL_MS: u64 = 15_000;

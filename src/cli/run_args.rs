@@ -9,7 +9,7 @@ use clap::{Args, ValueEnum};
 
 use super::common::{ConnectionArgs, TopicArgs};
 
-use super::common::{parse_size, parse_statistics_interval};
+use super::common::{parse_park_idle, parse_size, parse_statistics_interval};
 use crate::units::{parse_bytes, parse_count};
 
 #[derive(Debug, Args)]
@@ -92,11 +92,12 @@ pub struct RunArgs {
     /// process asks the source every 2 s whether records arrived, so an
     /// idle instance costs next to nothing whatever its partition count.
     /// The first record after a park waits for the lane's new session
-    /// (up to 2 s, plus the session's start). 0 never parks.
+    /// (up to 2 s, plus the session's start). At least 1000; 0 never parks.
     #[arg(
         long = "park.idle.ms",
         env = "EOSMIRROR_PARK_IDLE_MS",
-        default_value_t = 60_000
+        default_value_t = 60_000,
+        value_parser = parse_park_idle
     )]
     pub park_idle_ms: u64,
 
@@ -406,6 +407,24 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(error.contains("at least 15000, or 0 for none"), "{error}");
+    }
+
+    #[test]
+    fn lanes_park_after_a_minute_unless_told_never_or_not_too_soon() {
+        let park = |extra: &[&str]| run_args(extra).unwrap().park_after();
+        assert_eq!(park(&[]), Some(std::time::Duration::from_secs(60)));
+        assert_eq!(
+            park(&["--park.idle.ms", "1000"]),
+            Some(std::time::Duration::from_secs(1))
+        );
+        assert_eq!(park(&["--park.idle.ms", "0"]), None);
+        let error = run_args(&["--park.idle.ms", "200"])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            error.contains("at least 1000, or 0 to never park"),
+            "{error}"
+        );
     }
 
     #[test]
