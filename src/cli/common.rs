@@ -89,17 +89,12 @@ const MIN_PARK_IDLE_MS: u64 = 1_000;
 
 /// Parses `--park.idle.ms`: 0 (never park) or at least [`MIN_PARK_IDLE_MS`].
 pub fn parse_park_idle(text: &str) -> Result<u64, String> {
-    let ms: u64 = text
-        .trim()
-        .parse()
-        .map_err(|_| format!("{text:?} is not a number of milliseconds"))?;
-    if ms != 0 && ms < MIN_PARK_IDLE_MS {
-        return Err(format!(
+    parse_off_or_at_least(text, MIN_PARK_IDLE_MS, |ms| {
+        format!(
             "{ms} ms is too short: each park closes a lane's clients and each wake starts \
              a new session (1-4 s); use at least {MIN_PARK_IDLE_MS}, or 0 to never park"
-        ));
-    }
-    Ok(ms)
+        )
+    })
 }
 
 /// Shortest `--statistics.interval.ms`: each librdkafka statistics report
@@ -109,15 +104,27 @@ pub const MIN_STATISTICS_INTERVAL_MS: u64 = 15_000;
 /// Parses `--statistics.interval.ms`: 0 (off) or at least
 /// [`MIN_STATISTICS_INTERVAL_MS`].
 pub fn parse_statistics_interval(text: &str) -> Result<u64, String> {
+    parse_off_or_at_least(text, MIN_STATISTICS_INTERVAL_MS, |ms| {
+        format!(
+            "{ms} ms is too often: each report lists every partition of a client \
+             (megabytes at thousands of partitions); use at least {MIN_STATISTICS_INTERVAL_MS}, or 0 for none"
+        )
+    })
+}
+
+/// Parses milliseconds that are 0 (the feature off) or at least `min`;
+/// `too_small` says why a smaller value is refused.
+fn parse_off_or_at_least(
+    text: &str,
+    min: u64,
+    too_small: impl Fn(u64) -> String,
+) -> Result<u64, String> {
     let ms: u64 = text
         .trim()
         .parse()
         .map_err(|_| format!("{text:?} is not a number of milliseconds"))?;
-    if ms != 0 && ms < MIN_STATISTICS_INTERVAL_MS {
-        return Err(format!(
-            "{ms} ms is too often: each report lists every partition of a client \
-             (megabytes at thousands of partitions); use at least {MIN_STATISTICS_INTERVAL_MS}, or 0 for none"
-        ));
+    if ms != 0 && ms < min {
+        return Err(too_small(ms));
     }
     Ok(ms)
 }
