@@ -2,6 +2,7 @@
 //! safe wrapper): each is destroyed exactly once, on every path out.
 
 use rdkafka::bindings as rd;
+use rdkafka::client::{Client, ClientContext};
 use rdkafka::error::KafkaError;
 use rdkafka::types::{RDKafkaErrorCode, RDKafkaRespErr};
 
@@ -56,4 +57,27 @@ pub(crate) unsafe fn admin_result(
         return Err(KafkaError::AdminOp(code.into()));
     }
     Ok(event)
+}
+
+/// How many events (records, mostly) wait in the queue a consumer polls:
+/// its group's queue, or the main queue without a group, as rdkafka's
+/// `BaseConsumer::poll` chooses.
+pub(crate) fn polled_queue_length<C: ClientContext>(client: &Client<C>) -> usize {
+    let rk = client.native_ptr();
+    // SAFETY: `rk` is live for the borrow of `client`; each queue handle is
+    // a new reference, destroyed before returning.
+    unsafe {
+        let mut queue = Owned::new(
+            rd::rd_kafka_queue_get_consumer(rk),
+            rd::rd_kafka_queue_destroy,
+        );
+        if queue.ptr().is_null() {
+            queue = Owned::new(rd::rd_kafka_queue_get_main(rk), rd::rd_kafka_queue_destroy);
+        }
+        if queue.ptr().is_null() {
+            0
+        } else {
+            rd::rd_kafka_queue_length(queue.ptr())
+        }
+    }
 }

@@ -67,6 +67,7 @@ use super::throttle::Throttle;
 use super::transaction::{TransactionalProducer, TxnFailure};
 use super::watermarks::{self, Watermarks};
 use crate::failpoints::{self, crash_point, fault_armed};
+use crate::ffi;
 use crate::health::Health;
 use crate::metrics as m;
 use crate::topics::filter::TopicFilter;
@@ -833,7 +834,11 @@ enum BatchEnd {
     Idle,
     /// The throttle held the lane: records may wait.
     Throttled,
-    Committed,
+    Committed {
+        /// Records were still waiting in the consumer's queue when the
+        /// batch stopped reading: the lane copies as fast as it can.
+        ready: bool,
+    },
 }
 
 struct LaneSession<'w> {
@@ -932,19 +937,19 @@ impl<'w> LaneSession<'w> {
                 return Ok(self.restart("source_silent", detail));
             }
             let failure = match self.replicate_batch() {
-                Ok(BatchEnd::Committed) => {
+                Ok(BatchEnd::Committed { ready }) => {
                     abort_backoff.reset();
-                    self.source_watch.turned();
+                    self.source_watch.turned(ready);
                     self.last_busy = Instant::now();
                     continue;
                 }
                 Ok(BatchEnd::Throttled) => {
-                    self.source_watch.turned();
+                    self.source_watch.turned(true);
                     self.last_busy = Instant::now();
                     continue;
                 }
                 Ok(BatchEnd::Idle) => {
-                    self.source_watch.turned();
+                    self.source_watch.turned(false);
                     if let Some(parked) = self.parked() {
                         return Ok(SessionEnd::Parked {
                             parked,
@@ -1172,7 +1177,7 @@ impl<'w> LaneSession<'w> {
             .collect();
         let stuck = source_watch::stuck(&before, &positions, &committed_ends)?;
         Some(format!(
-            "{}: the source consumer delivered nothing of it for {} s although committed records wait at offsets {}..{}; a new session reads with a new consumer",
+            "{}: the source consumer delivered nothing of it for {} s although committed records wait at offsets {}..{} and it kept up with the lane's other partitions; a new session reads with a new consumer",
             partitions[stuck],
             SILENCE_LIMIT.as_secs(),
             positions[stuck],
@@ -1334,6 +1339,7 @@ impl<'w> LaneSession<'w> {
             }
         }
 
+        let ready = ffi::polled_queue_length(self.consumer.client()) > 0;
         crash_point!(failpoints::LANE_AFTER_SEND);
         let filled = Instant::now();
         let copied = self.slots.len();
@@ -1379,7 +1385,7 @@ impl<'w> LaneSession<'w> {
                 let _ = self.consumer.pause(&one);
             }
         }
-        Ok(BatchEnd::Committed)
+        Ok(BatchEnd::Committed { ready })
     }
 
     /// Flushes the batch's copies and sorts their delivery reports into
