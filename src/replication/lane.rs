@@ -1177,7 +1177,7 @@ impl<'w> LaneSession<'w> {
             .collect();
         let stuck = source_watch::stuck(&before, &positions, &committed_ends)?;
         Some(format!(
-            "{}: the source consumer delivered nothing of it for {} s although committed records wait at offsets {}..{} and it kept up with the lane's other partitions; a new session reads with a new consumer",
+            "{}: the source consumer delivered nothing of it for {} s although committed records wait at offsets {}..{}, while the consumer kept up with the lane's other partitions; a new session reads with a new consumer",
             partitions[stuck],
             SILENCE_LIMIT.as_secs(),
             positions[stuck],

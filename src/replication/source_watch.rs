@@ -22,8 +22,8 @@
 //! behind). A source that does not answer is an outage librdkafka is still
 //! riding out, not a silent consumer.
 //!
-//! Standing still only counts while the consumer had slack: most of the
-//! window's turns ended with nothing ready in its queue. A lane copying as
+//! Standing still only counts while the consumer had slack: at least half
+//! of the window's turns ended with nothing ready in its queue. A lane copying as
 //! fast as it can holds a full prefetch queue, and librdkafka then serves
 //! its partitions in list order (each time the queue fills, every partition
 //! backs off and rejoins the fetch list in the same order), so in a large
