@@ -46,6 +46,25 @@ bench_clusters() {
   fi
   eval "$("$cluster" env)"
   printf 'status=error\nrootLogger.level=error\n' >"$work/tools-log4j2.properties"
+  bench_check_readahead "${EOSMIRROR_KAFKA_WORK:-$repo/target/kafka-local}"
+}
+
+# Warns when the disk under the brokers' data (DIR) reads ahead more than
+# 1 MB. A broker memory-maps each partition's sparse 10 MB index files, and
+# with a large readahead every fault on a new one reads (zero-fills) up to
+# the readahead: on December 4 an 8 MB readahead had the target broker
+# spend most of the machine in the kernel's memset for a minute and more
+# after a topic of 5,000 partitions was created, and eosmirror copied
+# 8-11k records/s instead of about 200k (tests/bench/RESULTS.md).
+bench_check_readahead() {
+  local dev sys kb
+  dev="$(basename "$(df --output=source "$1" 2>/dev/null | tail -n 1)")"
+  sys="/sys/class/block/$dev"
+  [[ -e "$sys/partition" ]] && sys="$(readlink -f "$sys/..")"
+  kb="$(cat "$sys/queue/read_ahead_kb" 2>/dev/null)" || return 0
+  if ((kb > 1024)); then
+    echo "bench: warning: $dev reads ahead $kb KB; the brokers' index files of new partitions will be zero-filled that far on first use, which slows copies into thousands of new partitions (as root: echo 128 > $sys/queue/read_ahead_kb)"
+  fi
 }
 
 kafka() { java -Xmx512m -cp "$EOSMIRROR_KAFKA_LIB/*:$work/classes" -Dlog4j2.configurationFile="$work/tools-log4j2.properties" "$@"; }
