@@ -63,7 +63,7 @@ bench_check_readahead() {
   [[ -e "$sys/partition" ]] && sys="$(readlink -f "$sys/..")"
   kb="$(cat "$sys/queue/read_ahead_kb" 2>/dev/null)" || return 0
   if ((kb > 1024)); then
-    echo "bench: warning: $dev reads ahead $kb KB; the brokers' index files of new partitions will be zero-filled that far on first use, which slows copies into thousands of new partitions (as root: echo 128 > $sys/queue/read_ahead_kb)"
+    echo "bench: warning: $dev reads ahead $kb KB; a broker may zero-fill that much of each new partition's index files on first use, which slowed copies into thousands of new partitions (as root: echo 128 > $sys/queue/read_ahead_kb)"
   fi
 }
 
