@@ -299,10 +299,13 @@ impl LaneWorker {
     /// the next session copies the others.
     pub fn run(self) -> Result<(), WorkerError> {
         let lane = self.lane;
+        let health = Arc::clone(&self.health);
+        health.copy_progress.lane_started(lane);
         let result = self.run_sessions();
-        // Its partitions' lag is no longer this lane's to report (they are
-        // stopped, gone, or copied by the lane's next owner).
+        // Its partitions' lag and progress are no longer this lane's to
+        // report (they are stopped, gone, or copied by the lane's next owner).
         m::lane_max_lag(lane, 0);
+        health.copy_progress.lane_ended(lane);
         result
     }
 
@@ -395,7 +398,7 @@ impl LaneWorker {
         match error.stopped_partition() {
             Some(partition) => {
                 self.health.stopped.stop(partition, &error);
-                self.health.copy_progress.forget(partition);
+                self.health.copy_progress.forget(self.lane, partition);
                 Ok(())
             }
             None => Err(error),
@@ -571,6 +574,8 @@ impl LaneWorker {
                 Err(error) => self.stop_partition(error)?,
             }
         }
+        let opened: Vec<SourcePartition> = cursors.iter().map(|c| c.partition.clone()).collect();
+        self.health.copy_progress.positions_read(self.lane, &opened);
         if cursors.is_empty() {
             return Ok(SessionEnd::AllStopped);
         }
@@ -720,9 +725,12 @@ impl LaneWorker {
             committed.next_source_offset = low;
         }
         tracing::debug!(lane = %self.lane, %partition, next_source_offset = committed.next_source_offset, next_target_offset = committed.next_target_offset, source_end = end, "partition resumed");
-        self.health
-            .copy_progress
-            .position(&partition, committed.next_source_offset, end);
+        self.health.copy_progress.position(
+            self.lane,
+            &partition,
+            committed.next_source_offset,
+            end,
+        );
         Ok(Ok(Cursor {
             latency: m::replication_latency(&partition.topic),
             partition,
@@ -1140,6 +1148,7 @@ impl<'w> LaneSession<'w> {
                 lane_max = Some(lane_max.unwrap_or(0).max(lag));
                 m::lag(&c.partition, lag);
                 self.worker.health.copy_progress.position(
+                    self.worker.lane,
                     &c.partition,
                     c.committed.next_source_offset,
                     high,
@@ -1618,6 +1627,7 @@ impl<'w> LaneSession<'w> {
             cache(&self.worker.state, &record, position_offset);
             m::transaction_committed(&record.source, touched.records, touched.bytes);
             self.worker.health.copy_progress.committed(
+                lane,
                 &record.source,
                 record.next_source_offset,
                 touched.records,

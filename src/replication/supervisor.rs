@@ -392,6 +392,7 @@ async fn report_progress(health: Arc<Health>, interval: Duration, shutdown: Shut
                     remaining,
                     records_per_sec,
                     eta,
+                    lanes_reading,
                 },
             ) => {
                 tracing::info!(
@@ -400,6 +401,7 @@ async fn report_progress(health: Arc<Health>, interval: Duration, shutdown: Shut
                     remaining,
                     records_per_sec = records_per_sec.round() as u64,
                     eta_secs = eta.map(|e| e.as_secs()),
+                    lanes_reading,
                     "{report}"
                 );
             }
