@@ -1756,7 +1756,9 @@ fn cached_high_watermark(consumer: &SourceConsumer, partition: &SourcePartition)
 
 /// The copy of one source record, for the same partition number of the
 /// same-named target topic: key, value, headers and timestamp as they are
-/// (LogAppendTime becomes CreateTime; tombstones stay tombstones).
+/// (LogAppendTime becomes CreateTime; tombstones stay tombstones). `topic`
+/// is the record's topic as its cursor holds it and `headers` its headers,
+/// both looked up once per record by the caller.
 fn copy_of<'m>(
     topic: &'m str,
     message: &'m BorrowedMessage<'_>,
