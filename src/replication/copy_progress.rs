@@ -3,8 +3,8 @@
 //!
 //! Lanes report each partition's committed position (at every commit) and
 //! its source end (with their lag report); the supervisor logs the sums.
-//! A lane's partitions count from the moment its session has read their
-//! positions from the target; until every lane of this process has, the
+//! A lane's partitions count as its session reads their positions from
+//! the target; until every lane of this process has read them all, the
 //! total still grows, and the line says so. A lane that ends (moved to
 //! another instance, stopped) takes its partitions out of the sums.
 //! Nothing here decides anything: it is a report.
@@ -49,7 +49,7 @@ pub struct Snapshot {
     /// Records between the committed positions and the source ends.
     pub remaining: u64,
     /// Lanes of this process still reading their positions: their
-    /// partitions are not in `remaining` yet.
+    /// partitions are not all in `remaining` yet.
     pub lanes_reading: usize,
 }
 
