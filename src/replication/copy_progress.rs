@@ -65,8 +65,12 @@ impl CopyProgress {
 
     /// A session of `lane` read the positions of `partitions` (the lane's
     /// partitions now; any other it reported before left it).
-    pub fn positions_read(&self, lane: Lane, partitions: &[SourcePartition]) {
-        let now: HashSet<&SourcePartition> = partitions.iter().collect();
+    pub fn positions_read<'p>(
+        &self,
+        lane: Lane,
+        partitions: impl IntoIterator<Item = &'p SourcePartition>,
+    ) {
+        let now: HashSet<&SourcePartition> = partitions.into_iter().collect();
         let mut inner = self.inner();
         let progress = inner.lanes.entry(lane).or_default();
         progress.positions_read = true;
@@ -250,10 +254,10 @@ mod tests {
         progress.lane_started(two);
         progress.position(one, &a, 0, 30_000);
         progress.position(one, &b, 100, 100);
-        progress.positions_read(one, &[a.clone(), b.clone()]);
+        progress.positions_read(one, [&a, &b]);
         assert_eq!(progress.snapshot(), at(0, 30_000, 1));
         progress.position(two, &c, 0, 5_000);
-        progress.positions_read(two, std::slice::from_ref(&c));
+        progress.positions_read(two, [&c]);
         assert_eq!(progress.snapshot(), at(0, 35_000, 0));
         progress.committed(one, &a, 12_000, 12_000);
         progress.committed(one, &b, 150, 50);
@@ -265,7 +269,7 @@ mod tests {
         progress.lane_ended(two);
         assert_eq!(progress.snapshot(), at(12_050, 0, 0));
         progress.position(one, &a, 0, 1_000);
-        progress.positions_read(one, std::slice::from_ref(&b));
+        progress.positions_read(one, [&b]);
         assert_eq!(progress.partitions(), vec![(b, 150, 150)]);
     }
 

@@ -578,8 +578,9 @@ impl LaneWorker {
                 Err(error) => self.stop_partition(error)?,
             }
         }
-        let opened: Vec<SourcePartition> = cursors.iter().map(|c| c.partition.clone()).collect();
-        self.health.copy_progress.positions_read(self.lane, &opened);
+        self.health
+            .copy_progress
+            .positions_read(self.lane, cursors.iter().map(|c| &c.partition));
         if cursors.is_empty() {
             return Ok(SessionEnd::AllStopped);
         }
