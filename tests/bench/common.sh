@@ -16,6 +16,10 @@
 #   bench_wait_committed RECORDS PARTITIONS "PIDS" METRICS_URL...
 #                                      waits for eosmirror's own count of committed
 #                                      records; sets committed_at and middle
+#   bench_cpu_seconds PID              CPU seconds (user + system) of a live process
+#   bench_check_copy TOPIC TARGET_TOPIC OUT
+#                                      checks the copy record by record (report in
+#                                      OUT, its first lines printed); fails if not exact
 #
 # bench_finish stops the clusters bench_clusters started, or deletes the
 # bench's topics from running ones (a few thousand-partition runs take a
@@ -128,6 +132,20 @@ bench_wait_committed() {
   done
   committed_at=$(date +%s.%N)
   middle=$(echo "d = $t90 - $t10; if (d < 0.001) d = 0.001; ($records - 2 * ($records / 10)) / d" | bc -l)
+}
+
+bench_cpu_seconds() {
+  local utime stime
+  read -r utime stime <<<"$(awk '{print $14, $15}' "/proc/$1/stat")"
+  echo "($utime + $stime) / $(getconf CLK_TCK)" | bc -l
+}
+
+bench_check_copy() {
+  local status=0
+  "$bin/eosmirror-chaos" compare --source "$EOSMIRROR_SOURCE_BOOTSTRAP" --target "$EOSMIRROR_TARGET_BOOTSTRAP" \
+    --topic "$1" --target-topic "$2" >"$3" || status=1
+  sed 's/^/  /' "$3" | head -n 4
+  return "$status"
 }
 
 bench_finish() {
