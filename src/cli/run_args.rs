@@ -49,11 +49,17 @@ pub struct RunArgs {
     pub commit_interval_ms: u64,
 
     /// Most records per transaction (of a lane). MirrorMaker's --queue.size maps here.
+    // With a backlog this, not the commit interval, ends a transaction: a
+    // lane reads faster than the target acknowledges, and each transaction
+    // also waits for a few round trips (topic ids, group fence, commit).
+    // 60,000 spreads those over more records than 20,000 did (16M × 200 B
+    // over 1,000 partitions: 568k against 497k records/s, 6.8 against 8.8
+    // CPU-seconds per GB; tests/bench/RESULTS.md, "December 4, late").
     #[arg(
         long = "batch.max.records",
         visible_alias = "queue.size",
         env = "EOSMIRROR_BATCH_MAX_RECORDS",
-        default_value_t = 20_000
+        default_value_t = 60_000
     )]
     pub batch_max_records: usize,
 
