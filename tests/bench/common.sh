@@ -13,6 +13,9 @@
 #   bench_load TOPIC RECORDS SIZE PARTITIONS
 #                                      creates TOPIC on the source and fills every
 #                                      partition evenly (BlockPartitioner.java)
+#   bench_ingest_limit TOPIC RECORDS SIZE PARTITIONS PRODUCER_CONFIG
+#                                      the target's transactional ingest limit;
+#                                      sets limit_rps and limit_mbps
 #   bench_wait_committed RECORDS PARTITIONS "PIDS" METRICS_URL...
 #                                      waits for eosmirror's own count of committed
 #                                      records; sets committed_at and middle
@@ -103,6 +106,30 @@ bench_load() {
     echo "bench: loading $topic wrote $held of $records records (the source broker lost deliveries); not a valid run" >&2
     exit 1
   fi
+}
+
+# bench_ingest_limit TOPIC RECORDS SIZE PARTITIONS PRODUCER_CONFIG: the
+# target's transactional ingest limit, the bar a copy is measured against:
+# Apache's ProducerPerformance writing RECORDS records of SIZE bytes in
+# 200 ms transactions (eosmirror's default commit interval) into a fresh
+# TOPIC of PARTITIONS partitions on the target alone, with the producer
+# properties in PRODUCER_CONFIG. Sets limit_rps and limit_mbps. TOPIC is
+# deleted once measured, so the copies do not share the broker with its
+# open files: a second 5,000-partition topic took the target broker past
+# its 20,000 open files (December 5).
+bench_ingest_limit() {
+  local topic="$1" records="$2" size="$3" partitions="$4" config="$5" line
+  kafka org.apache.kafka.tools.TopicCommand --bootstrap-server "$EOSMIRROR_TARGET_BOOTSTRAP" --create \
+    --topic "$topic" --partitions "$partitions" >/dev/null
+  echo "bench: ingest limit into $topic: ProducerPerformance, transactional (200 ms transactions), into the target alone"
+  line="$(kafka org.apache.kafka.tools.ProducerPerformance --topic "$topic" --num-records "$records" \
+    --record-size "$size" --throughput -1 --transactional-id "$topic" --transaction-duration-ms 200 \
+    --producer.config "$config" --producer-props acks=all linger.ms=5 batch.size=262144 | tail -n 1)"
+  echo "  $line"
+  read -r limit_rps limit_mbps <<<"$(echo "$line" |
+    sed -n 's/.* records sent, \([0-9.]*\) records\/sec (\([0-9.]*\) MB\/sec).*/\1 \2/p')"
+  kafka org.apache.kafka.tools.TopicCommand --bootstrap-server "$EOSMIRROR_TARGET_BOOTSTRAP" --delete \
+    --topic "$topic" >/dev/null
 }
 
 # bench_wait_committed RECORDS PARTITIONS "PIDS" URL...: waits until the
