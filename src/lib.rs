@@ -34,6 +34,7 @@ mod error_chain;
 mod ffi;
 mod groups;
 mod health;
+mod malloc;
 mod metrics;
 mod offsets;
 mod pattern;

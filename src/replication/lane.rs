@@ -69,6 +69,7 @@ use super::watermarks::{self, Watermarks};
 use crate::failpoints::{self, crash_point, fault_armed};
 use crate::ffi;
 use crate::health::Health;
+use crate::malloc;
 use crate::metrics as m;
 use crate::topics::filter::TopicFilter;
 
@@ -515,6 +516,7 @@ impl LaneWorker {
 
         let mut source = settings.source.clone();
         self.budget.bound_consumer(&mut source);
+        malloc::fit_to_lane(partitions.len());
         if source.get("fetch.queue.backoff.ms").is_none() {
             let backoff = fetch_queue_backoff(partitions.len());
             source.set("fetch.queue.backoff.ms", backoff.as_millis().to_string());
