@@ -14,7 +14,7 @@
 //! | partitions (4 lanes) | peak RSS, moving → fixed | CPU        |
 //! |----------------------|--------------------------|------------|
 //! | 5,000 (4M records)   | 470–525 → 430–465 MB     | same       |
-//! | 1,000 (8M)           | 449–459 → 384–389 MB     | +3–5%      |
+//! | 1,000 (8M)           | 449–459 → 369–389 MB     | +3–5%      |
 //! | 8 (16M)              | 316–323 → 277–278 MB     | +10%, 12% slower |
 //!
 //! At a few partitions per lane the copy is fast enough that faulting in
