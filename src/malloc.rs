@@ -9,7 +9,7 @@
 //! the size of every such block freed (up to 32 MiB): after the first
 //! response the next ones came from the arenas, between the small
 //! per-record allocations, and their space stayed resident once freed.
-//! Fixed at 1 MiB (copies of 200 B records, two to five each way):
+//! Fixed at 1 MiB (copies of 200 B records, two to nine of each):
 //!
 //! | partitions (4 lanes) | peak RSS, moving → fixed | CPU        |
 //! |----------------------|--------------------------|------------|
@@ -25,6 +25,7 @@
 //! (`MALLOC_MMAP_THRESHOLD_`, read by glibc at start).
 
 /// Partitions in one lane from which the threshold is fixed.
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
 const MANY_PARTITIONS: usize = 250;
 
 /// Blocks of at least this size get a mapping of their own.
@@ -32,7 +33,7 @@ const MANY_PARTITIONS: usize = 250;
 const MMAP_THRESHOLD_BYTES: libc::c_int = 1 << 20;
 
 /// Fixes the threshold (once per process) when a lane of `partitions`
-/// starts reading. Other C libraries than glibc are left as they are.
+/// starts reading. C libraries other than glibc are left as they are.
 pub(crate) fn fit_to_lane(partitions: usize) {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     {
