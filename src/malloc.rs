@@ -38,10 +38,13 @@ pub(crate) fn fit_to_lane(partitions: usize) {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     {
         static FIXED: std::sync::Once = std::sync::Once::new();
-        if partitions < MANY_PARTITIONS || std::env::var_os("MALLOC_MMAP_THRESHOLD_").is_some() {
+        if partitions < MANY_PARTITIONS {
             return;
         }
         FIXED.call_once(|| {
+            if std::env::var_os("MALLOC_MMAP_THRESHOLD_").is_some() {
+                return;
+            }
             // SAFETY: mallopt takes the allocator's lock and only changes
             // the size from which later blocks are mapped on their own.
             unsafe {
