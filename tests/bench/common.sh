@@ -10,6 +10,8 @@
 #                                      full-JIT ones; sets their addresses; defines `kafka`
 #   bench_topics=REGEX                 topics bench_finish deletes from clusters that
 #                                      outlive the bench
+#   bench_create_topic BOOTSTRAP TOPIC PARTITIONS
+#                                      creates TOPIC on the cluster at BOOTSTRAP
 #   bench_load TOPIC RECORDS SIZE PARTITIONS
 #                                      creates TOPIC on the source and fills every
 #                                      partition evenly (BlockPartitioner.java)
@@ -76,6 +78,12 @@ bench_check_readahead() {
 
 kafka() { java -Xmx512m -cp "$EOSMIRROR_KAFKA_LIB/*:$work/classes" -Dlog4j2.configurationFile="$work/tools-log4j2.properties" "$@"; }
 
+# bench_create_topic BOOTSTRAP TOPIC PARTITIONS: TOPIC with the broker's
+# defaults otherwise.
+bench_create_topic() {
+  kafka org.apache.kafka.tools.TopicCommand --bootstrap-server "$1" --create --topic "$2" --partitions "$3" >/dev/null
+}
+
 # bench_load TOPIC RECORDS SIZE PARTITIONS: every partition gets its share
 # of the records in runs of consecutive ones (round-robin made one-record
 # batches that a source broker took minutes to write at 5,000 partitions;
@@ -93,8 +101,7 @@ bench_load() {
     mkdir -p "$work/classes"
     javac -nowarn -cp "$EOSMIRROR_KAFKA_LIB/*" -d "$work/classes" "$repo/tests/bench/BlockPartitioner.java"
   fi
-  kafka org.apache.kafka.tools.TopicCommand --bootstrap-server "$EOSMIRROR_SOURCE_BOOTSTRAP" --create \
-    --topic "$topic" --partitions "$partitions" >/dev/null
+  bench_create_topic "$EOSMIRROR_SOURCE_BOOTSTRAP" "$topic" "$partitions"
   kafka org.apache.kafka.tools.ProducerPerformance --topic "$topic" --num-records "$records" \
     --record-size "$size" --throughput -1 \
     --producer-props bootstrap.servers="$EOSMIRROR_SOURCE_BOOTSTRAP" acks=all linger.ms=5 batch.size=262144 \
@@ -119,8 +126,7 @@ bench_load() {
 # its 20,000 open files (December 5).
 bench_ingest_limit() {
   local topic="$1" records="$2" size="$3" partitions="$4" config="$5" line
-  kafka org.apache.kafka.tools.TopicCommand --bootstrap-server "$EOSMIRROR_TARGET_BOOTSTRAP" --create \
-    --topic "$topic" --partitions "$partitions" >/dev/null
+  bench_create_topic "$EOSMIRROR_TARGET_BOOTSTRAP" "$topic" "$partitions"
   echo "bench: ingest limit into $topic: ProducerPerformance, transactional (200 ms transactions), into the target alone"
   line="$(kafka org.apache.kafka.tools.ProducerPerformance --topic "$topic" --num-records "$records" \
     --record-size "$size" --throughput -1 --transactional-id "$topic" --transaction-duration-ms 200 \
