@@ -488,7 +488,6 @@ impl LaneWorker {
         let producer = TransactionalProducer::create(
             &target,
             &self.transactional_id(),
-            partitions.len(),
             settings.transaction_timeout,
             self.budget.producer_queue_kbytes,
             timeout,

@@ -56,14 +56,8 @@ const PURGE_WAIT: Duration = Duration::from_secs(5);
 /// of 9.2 CPU-seconds per 2M records, 260k instead of 201k records/s).
 const DEFAULT_LINGER_MS: &str = "50";
 
-/// Lane partitions up to which a lane producer keeps one produce request in
-/// flight per connection instead of librdkafka's idempotent maximum, five
-/// (see [`max_in_flight`]).
-const FEW_PARTITIONS: usize = 32;
-
 /// Produce requests a lane producer keeps in flight per broker connection
-/// unless the producer file says otherwise: one for a lane of few
-/// partitions, five otherwise.
+/// unless the producer file says otherwise: one.
 ///
 /// librdkafka 2.12's idempotent producer counts a partition's in-flight
 /// *messages* against its limit of five *requests*, so each partition has
@@ -71,23 +65,17 @@ const FEW_PARTITIONS: usize = 32;
 /// batch of the partition (`linger.ms` passed, or `batch.size` reached) sets
 /// the broker thread's next wake-up to "now" unless another request waits
 /// in the connection's output queue, and the thread busy-loops for the
-/// whole round trip. With few partitions per lane nothing waits there: lane
-/// producers burned both cores and starved the brokers (1 M × 1 KB over 8
-/// partitions: 34.9k records/s with 41.8 CPU-seconds, or a target so slow
-/// that the fleet's session timed out). With one request per connection,
-/// the next partition's request always waits: 62.8k and 94.4k records/s
-/// with 8.5 and 6.1 CPU-seconds in the same runs. At 25 partitions per lane
-/// both copy alike (1 M × 1 KB over 100 partitions: 139.6k records/s with
-/// one, 138.7k with five). With many partitions a request nearly always
-/// waits anyway, and five in flight copy more (1 M × 200 B over 1,000
-/// partitions: 78.2k records/s against 60.5k).
-fn max_in_flight(partitions: usize) -> &'static str {
-    if partitions <= FEW_PARTITIONS {
-        "1"
-    } else {
-        "5"
-    }
-}
+/// whole round trip, scanning every partition it knows each time. With one
+/// request per connection, the next partition's request always waits.
+/// Measured with five (librdkafka's idempotent maximum) against one:
+/// 1 M × 1 KB over 8 partitions, 34.9k records/s with 41.8 CPU-seconds, or
+/// a target so slow that the fleet's session timed out, against 62.8k and
+/// 94.4k with 8.5 and 6.1; 12 M × 200 B over 1,000 partitions, 26–30 s and
+/// 26.0–27.2 CPU-seconds against 25 s and 23.2–24.1, and with `--lanes 8`
+/// 101 s and 142 CPU-seconds, or target brokers starved into multi-second
+/// pauses and a stalled copy, against 28 s and 27.6; 4 M × 200 B over 5,000
+/// partitions, alike (41 s, 25 CPU-seconds).
+const DEFAULT_MAX_IN_FLIGHT: &str = "1";
 
 /// A transactional producer of one lane.
 pub struct TransactionalProducer {
@@ -98,11 +86,9 @@ pub struct TransactionalProducer {
 
 impl TransactionalProducer {
     /// Creates the producer; `init` still has to fence older owners.
-    /// `partitions` is how many source partitions the lane copies now.
     pub fn create(
         config: &ClientConfig,
         transactional_id: &str,
-        partitions: usize,
         transaction_timeout: Duration,
         queue_kbytes: usize,
         call_timeout: Duration,
@@ -119,7 +105,7 @@ impl TransactionalProducer {
         {
             config.set(
                 "max.in.flight.requests.per.connection",
-                max_in_flight(partitions),
+                DEFAULT_MAX_IN_FLIGHT,
             );
         }
         let producer = config
