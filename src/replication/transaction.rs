@@ -70,7 +70,8 @@ const DEFAULT_LINGER_MS: &str = "50";
 /// Measured with five (librdkafka's idempotent maximum) against one:
 /// 1 M × 1 KB over 8 partitions, 34.9k records/s with 41.8 CPU-seconds, or
 /// a target so slow that the fleet's session timed out, against 62.8k and
-/// 94.4k with 8.5 and 6.1; 12 M × 200 B over 1,000 partitions, 26–30 s and
+/// 94.4k with 8.5 and 6.1; 1 M × 1 KB over 100 partitions, alike (138.7k
+/// against 139.6k); 12 M × 200 B over 1,000 partitions, 26–30 s and
 /// 26.0–27.2 CPU-seconds against 25 s and 23.2–24.1, and with `--lanes 8`
 /// 101 s and 142 CPU-seconds, or target brokers starved into multi-second
 /// pauses and a stalled copy, against 28 s and 27.6; 4 M × 200 B over 5,000
