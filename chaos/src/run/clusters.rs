@@ -107,13 +107,11 @@ impl ClusterSpec {
             std::thread::sleep(Duration::from_millis(100));
         }
         let c: BaseConsumer = self.client_config().create()?;
-        for p in 0..partitions {
-            while let Err(e) = c.fetch_watermarks(topic, p, ADMIN_TIMEOUT) {
-                if Instant::now() > deadline {
-                    bail!("{}: {topic}-{p} has no leader answering: {e}", self.name);
-                }
-                std::thread::sleep(Duration::from_millis(100));
+        while let Err(e) = list_offsets(&c, topic, partitions, Offset::End) {
+            if Instant::now() > deadline {
+                bail!("{}: {topic}: {e}", self.name);
             }
+            std::thread::sleep(Duration::from_millis(100));
         }
         Ok(())
     }
@@ -145,10 +143,15 @@ impl ClusterSpec {
             .map(|t| t.partitions().len() as i32))
     }
 
-    /// Low and high watermark of a partition.
-    pub fn watermarks(&self, topic: &str, partition: i32) -> Result<(i64, i64)> {
+    /// Low and high watermarks (`read_committed`: the high one is the last
+    /// stable offset) of partitions `0..partitions` of `topic`, indexed by
+    /// partition: two ListOffsets rounds with one client (a client and a
+    /// round trip per partition took tens of seconds at 1,000 partitions).
+    pub fn watermarks(&self, topic: &str, partitions: i32) -> Result<Vec<(i64, i64)>> {
         let c: BaseConsumer = self.client_config().create()?;
-        Ok(c.fetch_watermarks(topic, partition, ADMIN_TIMEOUT)?)
+        let low = list_offsets(&c, topic, partitions, Offset::Beginning)?;
+        let high = list_offsets(&c, topic, partitions, Offset::End)?;
+        Ok(low.into_iter().zip(high).collect())
     }
 
     /// DeleteRecords: everything of the partition below `before`.
@@ -164,6 +167,33 @@ impl ClusterSpec {
         }
         Ok(())
     }
+}
+
+/// The offsets of partitions `0..partitions` of `topic` at `at`
+/// (`Offset::Beginning` or `Offset::End`), indexed by partition: one
+/// ListOffsets request per leader (librdkafka's `offsets_for_times` takes
+/// these two as special timestamps). A partition without an answer (its
+/// leader not ready yet) is an error naming it.
+fn list_offsets(c: &BaseConsumer, topic: &str, partitions: i32, at: Offset) -> Result<Vec<i64>> {
+    let mut request = TopicPartitionList::new();
+    for p in 0..partitions {
+        request.add_partition_offset(topic, p, at)?;
+    }
+    let answer = c.offsets_for_times(request, ADMIN_TIMEOUT)?;
+    (0..partitions)
+        .map(|p| {
+            let element = answer
+                .find_partition(topic, p)
+                .ok_or_else(|| anyhow!("{topic}-{p}: no answer listing offsets"))?;
+            element
+                .error()
+                .map_err(|e| anyhow!("{topic}-{p}: listing offsets: {e}"))?;
+            match element.offset() {
+                Offset::Offset(o) => Ok(o),
+                other => Err(anyhow!("{topic}-{p}: listing offsets answered {other:?}")),
+            }
+        })
+        .collect()
 }
 
 /// Whether a broker at `bootstrap` answers a metadata request.

@@ -75,10 +75,13 @@ impl Tail {
     /// high watermark taken now (so every transaction ended by now has been
     /// judged).
     pub fn reach_end(&self, limit: Duration) -> Result<()> {
-        let mut ends = BTreeMap::new();
-        for p in 0..self.partitions {
-            ends.insert(p, self.target.watermarks(&self.topic, p)?.1);
-        }
+        let ends: BTreeMap<i32, i64> = self
+            .target
+            .watermarks(&self.topic, self.partitions)?
+            .into_iter()
+            .enumerate()
+            .map(|(p, (_, end))| (p as i32, end))
+            .collect();
         let deadline = Instant::now() + limit;
         loop {
             let behind: Vec<i32> = {

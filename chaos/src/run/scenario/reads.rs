@@ -143,14 +143,6 @@ impl<'a> FirstRecords<'a> {
         );
         Ok(next_record(&self.reader, partition, &what)?.map(|(_, id)| id))
     }
-
-    /// The partition's low watermark.
-    pub(super) fn log_start(&self, partition: i32) -> Result<i64> {
-        Ok(self
-            .reader
-            .fetch_watermarks(self.topic, partition, Duration::from_secs(30))?
-            .0)
-    }
 }
 
 /// Whether the record `id` is among the committed records at or after

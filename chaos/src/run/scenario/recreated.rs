@@ -30,10 +30,14 @@ impl<'a> Run<'a> {
         // More records than the old topic had: resuming at the old
         // positions would then skip the new topic's first records and
         // append the rest to the old copy, silently.
-        let mut old_end = 0;
-        for p in 0..self.cfg.partitions {
-            old_end = old_end.max(self.cfg.source.watermarks(&self.topic, p)?.1);
-        }
+        let old_end = self
+            .cfg
+            .source
+            .watermarks(&self.topic, self.cfg.partitions)?
+            .into_iter()
+            .map(|(_, end)| end)
+            .max()
+            .unwrap_or(0);
         let strangers = old_end as usize + 20;
         self.cfg.source.delete_topic(&self.topic)?;
         // The broker refuses the name for a moment after the deletion.
