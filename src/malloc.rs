@@ -1,4 +1,4 @@
-//! glibc malloc's mmap threshold, fixed once a lane reads many partitions,
+//! glibc malloc's mmap threshold, fixed once the lanes read many partitions,
 //! so librdkafka's fetch responses go back to the system when freed.
 //!
 //! A lane's consumer receives each fetch response (up to `fetch.max.bytes`,
@@ -11,34 +11,40 @@
 //! per-record allocations, and their space stayed resident once freed.
 //! Fixed at 1 MiB (copies of 200 B records, two to nine of each):
 //!
-//! | partitions (4 lanes) | peak RSS, moving → fixed | CPU        |
-//! |----------------------|--------------------------|------------|
-//! | 5,000 (4M records)   | 470–525 → 430–465 MB     | same       |
-//! | 1,000 (8M)           | 449–459 → 369–389 MB     | +3–5%      |
-//! | 8 (16M)              | 316–323 → 277–278 MB     | +10%, 12% slower |
+//! | partitions, lanes | records | peak RSS, moving → fixed | CPU-seconds           |
+//! |-------------------|---------|--------------------------|-----------------------|
+//! | 5,000, 4          | 4M      | 470–525 → 430–465 MB     | same                  |
+//! | 1,000, 8          | 12M     | 512–530 → 438–457 MB     | 22.5–25.7 → 24.4–25.2 |
+//! | 1,000, 4          | 8M      | 449–459 → 369–389 MB     | +3–5%                 |
+//! | 400, 4            | 12M     | 412–442 → 363–383 MB     | 18.8 → 21.2–21.5, 5–10% slower |
+//! | 8, 4              | 16M     | 316–323 → 277–278 MB     | +10%, 12% slower      |
 //!
-//! At a few partitions per lane the copy is fast enough that faulting in
-//! every response's fresh pages costs speed, and memory is far from its
-//! bar; at many it is what takes peak RSS past 512 MB. So the threshold is
-//! fixed only from `MANY_PARTITIONS` partitions in one lane on (1,000 over
-//! the default 4 lanes), and never if the user set one
+//! Where the copy is fast, faulting in every response's fresh pages costs
+//! speed, and below 1,000 partitions memory stays under its 512 MB bar;
+//! from there on the moving threshold is what takes peak RSS past it. So
+//! the threshold is fixed only once a lane's partitions times the lane
+//! count (the deployment's partitions, as lanes get even shares) reach
+//! `MANY_PARTITIONS`, and never if the user set one
 //! (`MALLOC_MMAP_THRESHOLD_`, read by glibc at start).
 
-/// Partitions in one lane from which the threshold is fixed.
+/// Partitions of the deployment from which the threshold is fixed: below
+/// 1,000, so that every lane of a 1,000-partition deployment counts,
+/// whatever its share (the hash spreads partitions evenly, not exactly).
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
-const MANY_PARTITIONS: usize = 250;
+const MANY_PARTITIONS: usize = 800;
 
 /// Blocks of at least this size get a mapping of their own.
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
 const MMAP_THRESHOLD_BYTES: libc::c_int = 1 << 20;
 
-/// Fixes the threshold (once per process) when a lane of `partitions`
-/// starts reading. C libraries other than glibc are left as they are.
-pub(crate) fn fit_to_lane(partitions: usize) {
+/// Fixes the threshold (once per process) when a lane of `partitions`,
+/// one of `lanes`, starts reading. C libraries other than glibc are left
+/// as they are.
+pub(crate) fn fit_to_lane(partitions: usize, lanes: u32) {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     {
         static FIXED: std::sync::Once = std::sync::Once::new();
-        if partitions < MANY_PARTITIONS {
+        if partitions.saturating_mul(lanes as usize) < MANY_PARTITIONS {
             return;
         }
         FIXED.call_once(|| {
@@ -53,5 +59,5 @@ pub(crate) fn fit_to_lane(partitions: usize) {
         });
     }
     #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
-    let _ = partitions;
+    let _ = (partitions, lanes);
 }

@@ -515,7 +515,7 @@ impl LaneWorker {
 
         let mut source = settings.source.clone();
         self.budget.bound_consumer(&mut source);
-        malloc::fit_to_lane(partitions.len());
+        malloc::fit_to_lane(partitions.len(), settings.layout.lanes());
         if source.get("fetch.queue.backoff.ms").is_none() {
             let backoff = fetch_queue_backoff(partitions.len());
             source.set("fetch.queue.backoff.ms", backoff.as_millis().to_string());
