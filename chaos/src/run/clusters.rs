@@ -143,15 +143,28 @@ impl ClusterSpec {
             .map(|t| t.partitions().len() as i32))
     }
 
-    /// Low and high watermarks (`read_committed`: the high one is the last
-    /// stable offset) of partitions `0..partitions` of `topic`, indexed by
-    /// partition: two ListOffsets rounds with one client (a client and a
+    /// Log start offsets (low watermarks) of partitions `0..partitions` of
+    /// `topic`, indexed by partition: one ListOffsets round (a client and a
     /// round trip per partition took tens of seconds at 1,000 partitions).
-    pub fn watermarks(&self, topic: &str, partitions: i32) -> Result<Vec<(i64, i64)>> {
-        let c: BaseConsumer = self.client_config().create()?;
-        let low = list_offsets(&c, topic, partitions, Offset::Beginning)?;
-        let high = list_offsets(&c, topic, partitions, Offset::End)?;
-        Ok(low.into_iter().zip(high).collect())
+    pub fn log_starts(&self, topic: &str, partitions: i32) -> Result<Vec<i64>> {
+        list_offsets(
+            &self.client_config().create()?,
+            topic,
+            partitions,
+            Offset::Beginning,
+        )
+    }
+
+    /// Ends of partitions `0..partitions` of `topic` as `read_committed`
+    /// sees them (last stable offsets), indexed by partition: one
+    /// ListOffsets round.
+    pub fn ends(&self, topic: &str, partitions: i32) -> Result<Vec<i64>> {
+        list_offsets(
+            &self.client_config().create()?,
+            topic,
+            partitions,
+            Offset::End,
+        )
     }
 
     /// DeleteRecords: everything of the partition below `before`.

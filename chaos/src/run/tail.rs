@@ -77,10 +77,10 @@ impl Tail {
     pub fn reach_end(&self, limit: Duration) -> Result<()> {
         let ends: BTreeMap<i32, i64> = self
             .target
-            .watermarks(&self.topic, self.partitions)?
+            .ends(&self.topic, self.partitions)?
             .into_iter()
             .enumerate()
-            .map(|(p, (_, end))| (p as i32, end))
+            .map(|(p, end)| (p as i32, end))
             .collect();
         let deadline = Instant::now() + limit;
         loop {

@@ -24,13 +24,13 @@ impl<'a> Run<'a> {
                 ));
             }
         }
-        let (_, before) = self.cfg.source.watermarks(&self.topic, 1)?[0];
+        let before = self.cfg.source.ends(&self.topic, 1)?[0];
         let doomed = self
             .workload
             .as_mut()
             .expect("workload")
             .write_doomed(0, 20)?;
-        let (_, after) = self.cfg.source.watermarks(&self.topic, 1)?[0];
+        let after = self.cfg.source.ends(&self.topic, 1)?[0];
         self.cfg.source.delete_records(&self.topic, 0, after)?;
         detail.push(format!(
             "{} records at offsets {before}..{after} of partition 0 deleted uncopied",

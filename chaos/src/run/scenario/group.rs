@@ -66,15 +66,15 @@ impl<'a> Run<'a> {
         let partitions = self.cfg.partitions;
         let source_offsets = committed(&self.cfg.source, &self.group, &self.topic, partitions)?;
         let target_offsets = committed(&self.cfg.target, &self.group, &self.topic, partitions)?;
-        let source_marks = self.cfg.source.watermarks(&self.topic, partitions)?;
-        let target_marks = self.cfg.target.watermarks(&self.topic, partitions)?;
+        let source_starts = self.cfg.source.log_starts(&self.topic, partitions)?;
+        let target_starts = self.cfg.target.log_starts(&self.topic, partitions)?;
         let source = FirstRecords::new(&self.cfg.source, &self.topic)?;
         let target = FirstRecords::new(&self.cfg.target, &self.topic)?;
         for p in 0..partitions {
-            let (low, _) = source_marks[p as usize];
+            let low = source_starts[p as usize];
             // A partition without a committed offset starts at its log start.
             let src = source_offsets[p as usize].unwrap_or(low);
-            let tgt = target_offsets[p as usize].unwrap_or(target_marks[p as usize].0);
+            let tgt = target_offsets[p as usize].unwrap_or(target_starts[p as usize]);
             // A group can have consumed records that were deleted later
             // (the source-gap scenario): it resumes at the log start then.
             let want = source.at(p, src.max(low))?;

@@ -33,9 +33,8 @@ impl<'a> Run<'a> {
         let old_end = self
             .cfg
             .source
-            .watermarks(&self.topic, self.cfg.partitions)?
+            .ends(&self.topic, self.cfg.partitions)?
             .into_iter()
-            .map(|(_, end)| end)
             .max()
             .unwrap_or(0);
         let strangers = old_end as usize + 20;
