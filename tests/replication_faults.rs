@@ -402,6 +402,14 @@ fn survives_blackhole(path: Path, duration: Duration) {
     let metrics_address = free_local_address();
     let mut args = common_args(&alias, &prefix, "500");
     args.extend(["--metrics.address".to_string(), metrics_address.clone()]);
+    if path == Path::Target {
+        // The fleet's group lives on the target too. Its session outlasts
+        // the blackhole so that the lanes, not a lost membership, are what
+        // `/readyz` reports; losing the session in a target outage is the
+        // chaos suite's `target-blackhole` (3 s sessions).
+        let session_ms = (duration * 3).as_millis().to_string();
+        args.extend(["--fleet.session.timeout.ms".to_string(), session_ms]);
+    }
     let mut mirror = setup.start_bare(&topic, &as_strs(&args));
     let before = wait_for_target_beyond(&bed.target, &topic, 200, &mut mirror, PATIENCE);
     wait_for_probe(&mut mirror, &metrics_address, "/readyz", 200);
@@ -413,6 +421,10 @@ fn survives_blackhole(path: Path, duration: Duration) {
         // Nothing commits: not ready within a batch and the ready window
         // (2 × commit interval + 10 s); live all along.
         let why = wait_for_probe(&mut mirror, &metrics_address, "/readyz", 503);
+        eprintln!(
+            "/readyz after {:?} of blackhole: {why}",
+            blackholed.elapsed()
+        );
         assert!(
             why.contains("lane-"),
             "/readyz names the waiting lanes: {why}"
