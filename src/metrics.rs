@@ -394,10 +394,23 @@ mod tests {
     /// a new one must be listed (alerts select on them).
     #[test]
     fn every_restart_reason_in_the_lane_is_listed() {
-        let source = include_str!("replication/lane.rs");
+        let sources = [
+            include_str!("replication/lane/mod.rs"),
+            include_str!("replication/lane/resume.rs"),
+            include_str!("replication/lane/session.rs"),
+            include_str!("replication/lane/batch.rs"),
+        ];
+        let lane_dir = concat!(env!("CARGO_MANIFEST_DIR"), "/src/replication/lane");
+        let files = std::fs::read_dir(lane_dir).unwrap().count();
+        assert_eq!(
+            files,
+            sources.len(),
+            "a file of {lane_dir} is not read here"
+        );
         let call = regex::Regex::new(r#"restart\(\s*"([a-z_]+)""#).unwrap();
-        let used: Vec<&str> = call
-            .captures_iter(source)
+        let used: Vec<&str> = sources
+            .iter()
+            .flat_map(|source| call.captures_iter(source))
             .map(|c| c.get(1).unwrap().as_str())
             .collect();
         assert!(

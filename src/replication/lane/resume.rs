@@ -1,0 +1,334 @@
+//! A lane session's start: fence older producers, read every partition's
+//! resume position from the target, and open a cursor per partition
+//! (invariant 1 of `mod.rs`).
+
+use std::collections::HashMap;
+
+use eosmirror_state::SourcePartition;
+use rdkafka::consumer::BaseConsumer;
+
+use super::session::{Committed, Cursor, LaneSession};
+use super::{call_timeout, GapPolicy, LaneWorker, SessionEnd, METADATA_TIMEOUT};
+use crate::failpoints::{self, crash_point};
+use crate::malloc;
+use crate::metrics as m;
+use crate::replication::client_stats::{ClientStats, SourceConsumer, StatsContext};
+use crate::replication::errors::{classify, Disposition};
+use crate::replication::failure::WorkerError;
+use crate::replication::limits::fetch_queue_backoff;
+use crate::replication::lineage::{self, Continuity, TopicIds};
+use crate::replication::positions::{
+    target_has_committed_records, watermark_client, LanePositions, ResumePosition,
+};
+use crate::replication::progress::Lineage;
+use crate::replication::transaction::TransactionalProducer;
+use crate::replication::watermarks::{self, Watermarks};
+
+impl LaneWorker {
+    /// One producer lifetime: init, resume every partition, claim, then
+    /// batches until something makes the producer's state uncertain.
+    pub(super) fn session(&self) -> Result<SessionEnd, WorkerError> {
+        let settings = &*self.settings;
+        let timeout = call_timeout(settings);
+        let (version, partitions) = self.to_copy();
+        let mut target = settings.target.clone();
+        let stats = ClientStats::enable(
+            &mut target,
+            self.kafka_client("target"),
+            settings.statistics_interval,
+        );
+        let producer = TransactionalProducer::create(
+            &target,
+            &self.transactional_id(),
+            settings.transaction_timeout,
+            self.budget.producer_queue_kbytes,
+            timeout,
+            stats,
+        )
+        .map_err(|e| self.fatal(format!("creating the target producer: {e}")))?;
+        if let Err(e) = producer.init() {
+            return match classify(&e) {
+                Disposition::Fatal => Err(self.fatal(format!("init_transactions: {e}"))),
+                _ => Ok(SessionEnd::restart("init_transactions", e.to_string())),
+            };
+        }
+        crash_point!(failpoints::LANE_AFTER_INIT);
+
+        let found = match self.resume_positions(&partitions) {
+            Ok(found) => found,
+            Err(ResumeFailure::Restart(detail)) => {
+                return Ok(SessionEnd::restart("resume_read", detail))
+            }
+            Err(ResumeFailure::Fatal(e)) => return Err(e),
+        };
+        // Everything below the high watermark read was written before this
+        // session's init: a foreign record from there on is a takeover.
+        self.known_position.set(Some(found.high_watermark - 1));
+
+        let mut source = settings.source.clone();
+        self.budget.bound_consumer(&mut source);
+        malloc::fit_to_lane(partitions.len(), settings.layout.lanes());
+        if source.get("fetch.queue.backoff.ms").is_none() {
+            let backoff = fetch_queue_backoff(partitions.len());
+            source.set("fetch.queue.backoff.ms", backoff.as_millis().to_string());
+        }
+        let stats = ClientStats::enable(
+            &mut source,
+            self.kafka_client("source"),
+            settings.statistics_interval,
+        );
+        let consumer: SourceConsumer = source
+            .create_with_context(StatsContext(stats))
+            .map_err(|e| self.fatal(format!("creating the source consumer: {e}")))?;
+        let target_watermarks = watermark_client(&settings.target_reader)
+            .map_err(|e| self.fatal(format!("creating a target reader: {e}")))?;
+        let topics = partitions.iter().map(|p| p.topic.as_str()).collect();
+        let ids = match TopicIds::request(&consumer, &target_watermarks, &topics, METADATA_TIMEOUT)
+            .wait()
+        {
+            Ok(ids) => ids,
+            Err(detail) => return Ok(SessionEnd::restart("topic_ids", detail)),
+        };
+        let source_ends = match watermarks::fetch_all(&consumer, &partitions, METADATA_TIMEOUT) {
+            Ok(ends) => ends,
+            Err(e) => return Ok(SessionEnd::restart("source_watermarks", e.to_string())),
+        };
+        // A partition without a position may only be copied into an empty
+        // target partition: one batch of watermarks clears the empty ones.
+        let unrecorded: Vec<SourcePartition> = partitions
+            .iter()
+            .filter(|p| !found.latest.contains_key(*p))
+            .cloned()
+            .collect();
+        let target_ends = match settings.allow_nonempty_target {
+            true => Watermarks::new(),
+            false => match watermarks::fetch_all(&target_watermarks, &unrecorded, METADATA_TIMEOUT)
+            {
+                Ok(ends) => ends,
+                Err(e) => return Ok(SessionEnd::restart("target_check", e.to_string())),
+            },
+        };
+        let mut cursors = Vec::with_capacity(partitions.len());
+        for partition in partitions {
+            // Thousands of partitions may take a while to open.
+            self.health.progress(self.lane);
+            let lineage = match ids.lineage(&partition.topic, &settings.source_cluster_id) {
+                Ok(lineage) => lineage,
+                Err(detail) => return Ok(SessionEnd::restart("topic_ids", detail)),
+            };
+            let ends = Ends {
+                source: source_ends[&partition],
+                target_empty: target_ends
+                    .get(&partition)
+                    .is_some_and(|&(low, high)| high <= low),
+            };
+            let resume = found.latest.get(&partition);
+            match self.open_cursor(&target_watermarks, partition, lineage, resume, ends) {
+                Ok(Ok(cursor)) => cursors.push(cursor),
+                Ok(Err(end)) => return Ok(end),
+                // Stopped here, so one session start reports every bad
+                // partition (a non-empty target, a gap) instead of one each.
+                Err(error) => self.stop_partition(error)?,
+            }
+        }
+        self.health
+            .copy_progress
+            .positions_read(self.lane, cursors.iter().map(|c| &c.partition));
+        if cursors.is_empty() {
+            return Ok(SessionEnd::AllStopped);
+        }
+
+        let mut session = LaneSession::new(
+            self,
+            producer,
+            consumer,
+            target_watermarks,
+            cursors,
+            version,
+        );
+        session.run()
+    }
+
+    /// The lane's partitions without the stopped ones, and their version.
+    pub(super) fn to_copy(&self) -> (u64, Vec<SourcePartition>) {
+        let (version, mut partitions) = self.partitions.snapshot();
+        partitions.retain(|p| !self.health.stopped.contains(p));
+        (version, partitions)
+    }
+
+    /// Whether the operator let `topic` start over when recreated.
+    pub(super) fn starts_over(&self, topic: &str) -> bool {
+        self.settings
+            .start_over
+            .as_ref()
+            .is_some_and(|f| f.matches(topic))
+    }
+
+    /// Reads the lane's positions from the target and reconciles the local
+    /// cache with them.
+    fn resume_positions(
+        &self,
+        partitions: &[SourcePartition],
+    ) -> Result<LanePositions, ResumeFailure> {
+        let local = |e: eosmirror_state::StateError| {
+            ResumeFailure::Fatal(self.fatal(format!("local state: {e}")))
+        };
+        let mut cached = HashMap::with_capacity(partitions.len());
+        for partition in partitions {
+            if let Some(c) = self.state.checkpoint(partition).map_err(local)? {
+                cached.insert(partition.clone(), c);
+            }
+        }
+        // Where to start reading: the oldest cached hint, if every partition
+        // has one (a partition without one may be anywhere in the topic).
+        let hint = if cached.len() == partitions.len() {
+            cached.values().map(|c| c.progress_offset).min()
+        } else {
+            None
+        };
+        let found = self
+            .read_positions(hint)
+            .map_err(|e| match e.is_permanent() {
+                true => ResumeFailure::Fatal(self.fatal(e.to_string())),
+                false => ResumeFailure::Restart(e.to_string()),
+            })?;
+        for (partition, cached) in &cached {
+            let target_next = found
+                .latest
+                .get(partition)
+                .map(|p| p.record.next_source_offset);
+            if target_next.is_some_and(|t| t > cached.next_source_offset) {
+                // The cache missed commits (another instance, or a lost
+                // write): forget its runs so they never read as a gap.
+                self.state.reset_partition(partition).map_err(local)?;
+            }
+            if target_next.is_none_or(|t| t < cached.next_source_offset) {
+                return Err(ResumeFailure::Fatal(WorkerError::TargetLostData {
+                    source_partition: partition.clone(),
+                    cached_next: cached.next_source_offset,
+                    target_next: target_next
+                        .map_or("no position at all".to_string(), |t| t.to_string()),
+                    position_topic: self.settings.internal_topics.position.clone(),
+                }));
+            }
+        }
+        Ok(found)
+    }
+
+    /// Checks one partition's resume position against the source and the
+    /// target (which must still be the topics it was recorded for);
+    /// `Err(end)` when the session has to end first.
+    fn open_cursor(
+        &self,
+        target_watermarks: &BaseConsumer,
+        partition: SourcePartition,
+        lineage: Lineage,
+        resume: Option<&ResumePosition>,
+        ends: Ends,
+    ) -> Result<Result<Cursor, SessionEnd>, WorkerError> {
+        let settings = &*self.settings;
+        let timeout = call_timeout(settings);
+        let mut started_over = false;
+        let resume = match resume {
+            Some(r) => match lineage::compare(
+                &partition,
+                &r.record.lineage,
+                &lineage,
+                self.starts_over(&partition.topic),
+            )? {
+                Continuity::Same => Some(r),
+                Continuity::StartOver => {
+                    tracing::warn!(lane = %self.lane, %partition, recorded = ?r.record.lineage, now = ?lineage, "the topic was recreated; starting it over from the source's first record as --start.over allows (its old positions and history are superseded)");
+                    self.state.reset_partition(&partition).map_err(|e| {
+                        self.fatal(format!("local state: forgetting {partition}: {e}"))
+                    })?;
+                    started_over = true;
+                    None
+                }
+            },
+            None => None,
+        };
+        let (low, end) = ends.source;
+        if resume.is_none() && !settings.allow_nonempty_target && !ends.target_empty {
+            match target_has_committed_records(
+                &settings.target_reader,
+                target_watermarks,
+                &partition.topic,
+                partition.partition,
+                timeout,
+            ) {
+                Ok(false) => {}
+                Ok(true) => {
+                    return Err(WorkerError::TargetNotEmpty {
+                        source_partition: partition,
+                        position_topic: settings.internal_topics.position.clone(),
+                    })
+                }
+                Err(e) => return Ok(Err(SessionEnd::restart("target_check", e.to_string()))),
+            }
+        }
+        let mut committed = match resume {
+            Some(r) => Committed::from(r),
+            None => Committed::fresh(low),
+        };
+        if committed.next_source_offset > end {
+            return Err(WorkerError::SourceRewound {
+                source_partition: partition,
+                source_end: end,
+                next_source_offset: committed.next_source_offset,
+            });
+        }
+        if low > committed.next_source_offset {
+            self.source_gap(&partition, committed.next_source_offset, low)?;
+            committed.next_source_offset = low;
+        }
+        tracing::debug!(lane = %self.lane, %partition, next_source_offset = committed.next_source_offset, next_target_offset = committed.next_target_offset, source_end = end, "partition resumed");
+        self.health.copy_progress.position(
+            self.lane,
+            &partition,
+            committed.next_source_offset,
+            end,
+        );
+        Ok(Ok(Cursor {
+            latency: m::replication_latency(&partition.topic),
+            partition,
+            lineage,
+            started_over,
+            committed,
+        }))
+    }
+
+    fn source_gap(
+        &self,
+        partition: &SourcePartition,
+        first: i64,
+        end_exclusive: i64,
+    ) -> Result<(), WorkerError> {
+        match self.settings.on_source_gap {
+            GapPolicy::Fail => Err(WorkerError::SourceGap {
+                source_partition: partition.clone(),
+                first,
+                end_exclusive,
+            }),
+            GapPolicy::Skip => {
+                tracing::error!(%partition, first, end_exclusive, "source records deleted before they were copied; skipping them as --on.source.gap=skip allows");
+                m::source_gap_skipped(partition, (end_exclusive - first) as u64);
+                Ok(())
+            }
+        }
+    }
+}
+
+/// What a session learnt of a partition's ends before opening its cursor.
+#[derive(Debug, Clone, Copy)]
+struct Ends {
+    /// The source's low and high (last stable) watermarks.
+    source: (i64, i64),
+    /// The target partition holds no record at all (so nothing committed).
+    target_empty: bool,
+}
+
+enum ResumeFailure {
+    Restart(String),
+    Fatal(WorkerError),
+}
