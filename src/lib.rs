@@ -16,6 +16,8 @@
 //! on the target ([`wire`]) that tests forge. Every engine is internal, so
 //! the compiler reports what nothing uses.
 
+#![warn(missing_docs)]
+
 pub mod cli;
 pub mod commands;
 /// Public for its user-file parsers only, which the fuzz targets in `fuzz/`

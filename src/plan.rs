@@ -98,12 +98,16 @@ pub struct Line {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Verdict {
+    /// `run` with the same flags would start copying.
     Ready,
+    /// Something the plan names stops `run`; fix it first.
     Blocked,
+    /// Some checks could not be made; none of the others found a problem.
     Unknown,
 }
 
 impl Verdict {
+    /// The process exit code: 0 ready, 1 blocked, 2 unknown.
     pub fn exit_code(self) -> u8 {
         match self {
             Verdict::Ready => 0,

@@ -63,12 +63,16 @@ pub struct TopicArgs {
 }
 
 impl TopicArgs {
+    /// The include and exclude patterns as one filter (MirrorMaker's rules).
     pub fn filter(&self) -> Result<TopicFilter, PatternError> {
         TopicFilter::new(&self.include, self.exclude.as_deref())
     }
 }
 
 /// How a command prints its report on standard output.
+// clap would print variant doc comments in `--help` as a list; the values
+// are named in the option's help instead.
+#[allow(missing_docs)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum ReportFormat {
     Text,

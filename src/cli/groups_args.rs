@@ -9,6 +9,7 @@ use super::common::{ConnectionArgs, ReportFormat, TopicArgs};
 /// `eosmirror translate`.
 #[derive(Debug, Args)]
 pub struct TranslateArgs {
+    /// The two clusters and how to reach them.
     #[command(flatten)]
     pub connection: ConnectionArgs,
 
@@ -71,6 +72,7 @@ pub struct FailoverArgs {
 /// `eosmirror cutover`.
 #[derive(Debug, Args)]
 pub struct CutoverArgs {
+    /// The two clusters and how to reach them.
     #[command(flatten)]
     pub connection: ConnectionArgs,
 
@@ -78,6 +80,7 @@ pub struct CutoverArgs {
     #[arg(long, value_enum, default_value = "text")]
     pub format: ReportFormat,
 
+    /// Which source topics.
     #[command(flatten)]
     pub topics: TopicArgs,
 

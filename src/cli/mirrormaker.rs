@@ -7,8 +7,9 @@ use clap::Args;
 /// Flags kept for MirrorMaker compatibility; hidden from `--help`.
 #[derive(Debug, Args, Default)]
 pub struct MirrorMakerFlags {
-    /// MirrorMaker's consumer thread count. eosmirror always runs one
-    /// transactional stream per source partition.
+    /// MirrorMaker's consumer thread count, taken as `--lanes` (one source
+    /// consumer and one transactional producer per lane) unless `--lanes`
+    /// is given.
     #[arg(long = "num.streams", hide = true)]
     pub num_streams: Option<u32>,
 
@@ -16,21 +17,27 @@ pub struct MirrorMakerFlags {
     #[arg(long = "abort.on.send.failure", hide = true)]
     pub abort_on_send_failure: Option<bool>,
 
+    /// Accepted and ignored: every client eosmirror uses is the "new" one.
     #[arg(long = "new.consumer", hide = true)]
     pub new_consumer: bool,
 
+    /// Refused: eosmirror copies records unchanged.
     #[arg(long = "message.handler", hide = true)]
     pub message_handler: Option<String>,
 
+    /// Refused with `--message.handler`.
     #[arg(long = "message.handler.args", hide = true)]
     pub message_handler_args: Option<String>,
 
+    /// Refused: eosmirror assigns source partitions itself.
     #[arg(long = "consumer.rebalance.listener", hide = true)]
     pub rebalance_listener: Option<String>,
 
+    /// Refused with `--consumer.rebalance.listener`.
     #[arg(long = "rebalance.listener.args", hide = true)]
     pub rebalance_listener_args: Option<String>,
 
+    /// Refused: exactly-once needs one transactional producer per lane.
     #[arg(long = "num.producers", hide = true)]
     pub num_producers: Option<u32>,
 }
@@ -39,7 +46,9 @@ pub struct MirrorMakerFlags {
 #[derive(Debug, thiserror::Error)]
 #[error("{flag} is not supported: {instead}")]
 pub struct UnsupportedFlag {
+    /// The flag as MirrorMaker spells it.
     pub flag: &'static str,
+    /// What to do instead, for the error message.
     pub instead: &'static str,
 }
 

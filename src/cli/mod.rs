@@ -30,17 +30,22 @@ pub struct Cli {
     )]
     pub log_format: LogFormat,
 
+    /// What to do.
     #[command(subcommand)]
     pub command: Command,
 }
 
 /// `--log.format`.
+// clap would print variant doc comments in `--help` as a list; the values
+// are named in the option's help instead.
+#[allow(missing_docs)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum LogFormat {
     Text,
     Json,
 }
 
+/// eosmirror's commands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Replicate topics from the source cluster to the target cluster, exactly once.

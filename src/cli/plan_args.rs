@@ -8,20 +8,26 @@ pub use super::common::ReportFormat;
 use super::common::{ConnectionArgs, TopicArgs};
 use super::run_args::{DeploymentArgs, TargetTopicArgs, ThrottleArgs};
 
+/// `eosmirror plan`.
 #[derive(Debug, Args)]
 pub struct PlanArgs {
+    /// The two clusters and how to reach them.
     #[command(flatten)]
     pub connection: ConnectionArgs,
 
+    /// Which source topics.
     #[command(flatten)]
     pub topics: TopicArgs,
 
+    /// Which deployment on the target (alias, lanes, fleet).
     #[command(flatten)]
     pub deployment: DeploymentArgs,
 
+    /// How target topics are created or checked.
     #[command(flatten)]
     pub target_topics: TargetTopicArgs,
 
+    /// Bounds on the source read rate.
     #[command(flatten)]
     pub throttle: ThrottleArgs,
 

@@ -12,20 +12,26 @@ use super::common::{ConnectionArgs, TopicArgs};
 use super::common::{parse_park_idle, parse_size, parse_statistics_interval};
 use crate::units::{parse_bytes, parse_count};
 
+/// `eosmirror run`.
 #[derive(Debug, Args)]
 pub struct RunArgs {
+    /// The two clusters and how to reach them.
     #[command(flatten)]
     pub connection: ConnectionArgs,
 
+    /// Which source topics.
     #[command(flatten)]
     pub topics: TopicArgs,
 
+    /// Which deployment on the target (alias, lanes, fleet).
     #[command(flatten)]
     pub deployment: DeploymentArgs,
 
+    /// How target topics are created or checked.
     #[command(flatten)]
     pub target_topics: TargetTopicArgs,
 
+    /// Bounds on the source read rate.
     #[command(flatten)]
     pub throttle: ThrottleArgs,
 
@@ -235,6 +241,7 @@ pub struct RunArgs {
     )]
     pub groups_sync_interval_secs: Option<u64>,
 
+    /// MirrorMaker's flags, translated or refused.
     #[command(flatten)]
     pub mirrormaker: super::mirrormaker::MirrorMakerFlags,
 }

@@ -4,8 +4,10 @@ use clap::Args;
 
 use super::common::{ConnectionArgs, ReportFormat};
 
+/// `eosmirror status`.
 #[derive(Debug, Args)]
 pub struct StatusArgs {
+    /// The two clusters and how to reach them.
     #[command(flatten)]
     pub connection: ConnectionArgs,
 

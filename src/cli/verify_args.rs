@@ -7,11 +7,14 @@ pub use super::common::ReportFormat;
 use super::common::{ConnectionArgs, TopicArgs};
 use crate::units::parse_bytes;
 
+/// `eosmirror verify`.
 #[derive(Debug, Args)]
 pub struct VerifyArgs {
+    /// The two clusters and how to reach them.
     #[command(flatten)]
     pub connection: ConnectionArgs,
 
+    /// Which source topics.
     #[command(flatten)]
     pub topics: TopicArgs,
 
@@ -78,6 +81,9 @@ pub struct VerifyArgs {
 }
 
 /// See [`VerifyArgs::mode`].
+// clap would print variant doc comments in `--help` as a list; the values
+// are named in the option's help instead.
+#[allow(missing_docs)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum PairingMode {
     Mapped,

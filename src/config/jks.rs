@@ -40,13 +40,18 @@ pub struct KeyStore {
 pub enum Entry {
     /// A private key with its certificate chain (leaf first), DER encoded.
     PrivateKey {
+        /// The entry's name in the store, for messages naming the key.
         alias: String,
         /// `EncryptedPrivateKeyInfo` DER as stored.
         protected: Vec<u8>,
+        /// The certificate chain, leaf first.
         chain: Vec<Vec<u8>>,
     },
     /// A trusted certificate (a CA the owner trusts), DER encoded.
-    TrustedCert { cert: Vec<u8> },
+    TrustedCert {
+        /// The certificate, DER encoded.
+        cert: Vec<u8>,
+    },
 }
 
 /// Why a JKS/JCEKS file cannot be read.

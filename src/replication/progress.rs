@@ -67,7 +67,9 @@ impl InternalTopics {
 pub struct Lineage {
     /// The source cluster's id (Kafka's `cluster.id`).
     pub source_cluster_id: String,
+    /// The source topic's id: new when the topic is created again.
     pub source_topic_id: TopicId,
+    /// The target topic's id: new when the copy is created again.
     pub target_topic_id: TopicId,
 }
 
@@ -113,10 +115,13 @@ impl ProgressRecord {
         encode_versioned(source)
     }
 
+    /// The record's value on the target, with the format version first.
     pub fn encode(&self) -> Vec<u8> {
         encode_versioned(self)
     }
 
+    /// Reads a value written by [`ProgressRecord::encode`]; another format
+    /// version is an error naming it.
     pub fn decode(bytes: &[u8]) -> Result<ProgressRecord, DecodeError> {
         decode_versioned(bytes)
     }

@@ -136,6 +136,7 @@ pub enum Verdict {
 }
 
 impl Verdict {
+    /// The process exit code: 0 exact, 1 differences found, 2 could not verify.
     pub fn exit_code(self) -> u8 {
         match self {
             Verdict::Exact => 0,
