@@ -30,7 +30,7 @@ pub struct Cli {
     )]
     pub log_format: LogFormat,
 
-    /// What to do.
+    /// The command to run.
     #[command(subcommand)]
     pub command: Command,
 }

@@ -19,11 +19,11 @@ pub struct PlanArgs {
     #[command(flatten)]
     pub topics: TopicArgs,
 
-    /// Which deployment on the target (alias, lanes, fleet).
+    /// Which deployment on the target: transactional ids and lane count.
     #[command(flatten)]
     pub deployment: DeploymentArgs,
 
-    /// How target topics are created or checked.
+    /// How target topics are created and extended.
     #[command(flatten)]
     pub target_topics: TargetTopicArgs,
 

@@ -328,7 +328,10 @@ struct Ends {
     target_empty: bool,
 }
 
+/// Why reading the resume positions failed.
 enum ResumeFailure {
+    /// Transient (e.g. the target did not answer in time): a new session retries.
     Restart(String),
+    /// The positions cannot be trusted or used: the lane stops, named.
     Fatal(WorkerError),
 }

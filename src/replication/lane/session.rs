@@ -36,7 +36,9 @@ const LAG_INTERVAL: Duration = Duration::from_secs(5);
 /// The last committed position of a partition, as this session knows it.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Committed {
+    /// The next source offset to copy.
     pub(super) next_source_offset: i64,
+    /// One past the target offset of the last committed copy.
     pub(super) next_target_offset: i64,
     /// Offset of its latest position record (the cache's start hint).
     pub(super) position_offset: i64,
@@ -63,12 +65,14 @@ impl Committed {
 /// One source partition of a running session.
 #[derive(Debug)]
 pub(super) struct Cursor {
+    /// The source partition; its copy goes to the same partition number.
     pub(super) partition: SourcePartition,
     /// The topics the session resumed, which every commit checks.
     pub(super) lineage: Lineage,
     /// The topic was recreated and starts over in this session: its claim
     /// also opens the new lineage's history in the progress topic.
     pub(super) started_over: bool,
+    /// Where the copy stands on the target, moved forward at each commit.
     pub(super) committed: Committed,
     /// Where this partition's copies' end-to-end latencies go.
     pub(super) latency: metrics::Histogram,
@@ -97,7 +101,9 @@ pub(super) enum Slot {
 pub(super) struct Touched {
     /// Next source offset once the batch commits.
     pub(super) next_source_offset: i64,
+    /// Records the batch copied of the partition.
     pub(super) records: u64,
+    /// Their bytes (key, value and headers).
     pub(super) bytes: u64,
 }
 
@@ -107,6 +113,7 @@ pub(super) enum BatchEnd {
     Idle,
     /// The throttle held the lane: records may wait.
     Throttled,
+    /// The batch's transaction committed.
     Committed {
         /// Records were still waiting in the consumer's queue when the
         /// batch stopped reading: the lane copies as fast as it can.
@@ -114,12 +121,19 @@ pub(super) enum BatchEnd {
     },
 }
 
+/// One producer lifetime of a lane, from `init_transactions` (`resume.rs`)
+/// until the producer's state is uncertain: its clients, its partitions'
+/// cursors and the open batch.
 pub(super) struct LaneSession<'w> {
+    /// The lane: settings, ownership, the local cache.
     pub(super) worker: &'w LaneWorker,
+    /// The lane's transactional producer, initialised for this session.
     pub(super) producer: TransactionalProducer,
+    /// The lane's source consumer, assigned every cursor's partition.
     pub(super) consumer: SourceConsumer,
     /// A plain client of the target, for topic ids.
     pub(super) target: BaseConsumer,
+    /// One per source partition of the lane.
     pub(super) cursors: Vec<Cursor>,
     /// Cursor index by topic and partition, for records as they arrive.
     pub(super) index: HashMap<String, HashMap<i32, usize>>,
@@ -129,10 +143,13 @@ pub(super) struct LaneSession<'w> {
     pub(super) committed_any: bool,
     /// The open batch: every record sent, and each partition touched.
     pub(super) slots: Vec<Slot>,
+    /// By cursor: what the open batch copied of its partition.
     pub(super) touched: Vec<Option<Touched>>,
+    /// The cursors the open batch touched, in the order it first did.
     pub(super) touched_order: Vec<usize>,
     /// The open batch's young records' timestamps, for the latency histogram.
     pub(super) latency: BatchLatency,
+    /// When the partitions' lag was last published (`LAG_INTERVAL`).
     pub(super) last_lag_report: Option<Instant>,
     /// When the lane last committed or aborted a batch, was throttled, or
     /// started the session: it parks `park_after` later. After an abort
@@ -141,6 +158,7 @@ pub(super) struct LaneSession<'w> {
     pub(super) last_busy: Instant,
     /// Notices a source consumer that stopped delivering.
     pub(super) source_watch: SourceWatch,
+    /// When a source consumer error was last logged (at most every 30 s).
     pub(super) last_source_warning: Cell<Option<Instant>>,
     /// The error of one partition that made the batch fail (returned as a
     /// `Fatal` failure): it stops that partition, not the lane.
