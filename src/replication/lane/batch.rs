@@ -1,7 +1,7 @@
 //! One batch of a lane session: read records of any of the lane's
 //! partitions, send their copies, then one progress and one position record
-//! per partition touched, and commit them in one transaction (invariant 2
-//! of `mod.rs`).
+//! per partition touched, and commit them in one transaction (invariants 2
+//! and 3 of `mod.rs`).
 
 use std::cell::Cell;
 use std::collections::HashMap;

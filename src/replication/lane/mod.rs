@@ -30,12 +30,13 @@
 //!
 //! # Where each part lives
 //!
-//! - `mod.rs`: the lane's worker, which runs sessions one after another
-//!   (with backoff, parking an idle lane, stopping a failed partition).
+//! - `mod.rs`: the lane's worker, which runs sessions one after another:
+//!   the group's confirmation before each (invariant 4), backoff, parking
+//!   an idle lane, stopping a failed partition.
 //! - `resume.rs`: a session's start, invariant 1.
 //! - `session.rs`: a running session: its cursors, the loop over batches,
-//!   what a failed batch leads to, the ownership claim and check
-//!   (invariant 4), lag and parking decisions.
+//!   what a failed batch leads to, the claim and the fence every
+//!   transaction carries (invariant 4), lag and parking decisions.
 //! - `batch.rs`: one batch in one transaction, invariants 2 and 3.
 //! - `../transaction.rs`: the transaction protocol with the target
 //!   (begin, send, flush, commit, abort), classified failures.
