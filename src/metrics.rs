@@ -394,19 +394,12 @@ mod tests {
     /// a new one must be listed (alerts select on them).
     #[test]
     fn every_restart_reason_in_the_lane_is_listed() {
-        let sources = [
-            include_str!("replication/lane/mod.rs"),
-            include_str!("replication/lane/resume.rs"),
-            include_str!("replication/lane/session.rs"),
-            include_str!("replication/lane/batch.rs"),
-        ];
+        // Every file of the lane, read as it is, so a new file is covered.
         let lane_dir = concat!(env!("CARGO_MANIFEST_DIR"), "/src/replication/lane");
-        let files = std::fs::read_dir(lane_dir).unwrap().count();
-        assert_eq!(
-            files,
-            sources.len(),
-            "a file of {lane_dir} is not read here"
-        );
+        let sources: Vec<String> = std::fs::read_dir(lane_dir)
+            .unwrap()
+            .map(|entry| std::fs::read_to_string(entry.unwrap().path()).unwrap())
+            .collect();
         let call = regex::Regex::new(r#"restart\(\s*"([a-z_]+)""#).unwrap();
         let used: Vec<&str> = sources
             .iter()
