@@ -23,6 +23,7 @@ use crate::failpoints::{self, crash_point, fault_armed};
 use crate::ffi;
 use crate::metrics as m;
 use crate::replication::client_stats::SourceConsumer;
+use crate::replication::delivery::Delivery;
 use crate::replication::errors::{classify, classify_code, Disposition};
 use crate::replication::failure::WorkerError;
 use crate::replication::layout::Lane;
@@ -411,11 +412,7 @@ impl LaneSession<'_> {
 
     /// After a successful commit: moves each touched partition's position
     /// forward, caches it, and counts it.
-    fn committed(
-        &mut self,
-        records: Vec<(usize, ProgressRecord)>,
-        reports: Vec<crate::replication::delivery::Delivery>,
-    ) {
+    fn committed(&mut self, records: Vec<(usize, ProgressRecord)>, reports: Vec<Delivery>) {
         // Every record sent gets exactly one delivery outcome, and a
         // committed transaction's records were all delivered.
         debug_assert_eq!(reports.len(), self.slots.len(), "internal record reports");
