@@ -75,6 +75,13 @@ pub const FLEET_DROP_OUT: &str = "fleet::drop-out";
 /// new session.
 pub const LANE_SOURCE_SILENT: &str = "lane::source-silent";
 
+/// A fault: a reader's poll (verify, status, resume) returns "all brokers
+/// are down" instead of its next record, as librdkafka reports a cluster
+/// whose connections all failed for a moment (a loaded CI machine's source
+/// broker once did this during verify). librdkafka reconnects by itself:
+/// the read has to go on.
+pub const READ_CONNECTION_LOST: &str = "read::connection-lost";
+
 /// Dies here (SIGABRT) if the `FAILPOINTS` environment variable arms the
 /// point named `$name` with `return` for this hit. Without the `failpoints`
 /// feature it only type-checks the name, so every build checks every point.

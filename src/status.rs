@@ -38,7 +38,7 @@ use crate::clusters::{Cluster, Endpoints};
 use crate::config::ClientRole;
 use crate::error_chain::one_line;
 use crate::groups::kafka::GroupClient;
-use crate::read::{is_deleted, reader_config};
+use crate::read::{is_deleted, poll_reader, reader_config};
 use crate::replication::layout::Layout;
 use crate::replication::membership::instance_of_client_id;
 use crate::replication::progress::{InternalTopics, ProgressRecord};
@@ -547,7 +547,7 @@ fn read_topic(
     let mut last_progress = Instant::now();
     let mut last_positions: HashMap<i32, i64> = HashMap::new();
     while !left.is_empty() {
-        match reader.poll(Duration::from_millis(100)) {
+        match poll_reader(&reader, Duration::from_millis(100)) {
             Some(Ok(message)) => {
                 last_progress = Instant::now();
                 visit(message.payload().unwrap_or_default())?;
@@ -614,7 +614,7 @@ fn first_pending(
     reader.assign(&assignment)?;
     let deadline = Instant::now() + limit;
     while found.len() < from.len() && Instant::now() < deadline {
-        match reader.poll(Duration::from_millis(100)) {
+        match poll_reader(&reader, Duration::from_millis(100)) {
             Some(Ok(message)) => {
                 let p = SourcePartition::new(message.topic(), message.partition());
                 if let (Some(&(_, end)), false) = (from.get(&p), found.contains_key(&p)) {

@@ -9,13 +9,14 @@ use std::time::{Duration, Instant};
 
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer};
-use rdkafka::error::KafkaError;
-use rdkafka::message::Message;
+use rdkafka::error::{KafkaError, KafkaResult};
+use rdkafka::message::{BorrowedMessage, Message};
 use rdkafka::types::RDKafkaErrorCode;
 use rdkafka::{Offset, TopicPartitionList};
 
 pub mod record;
 
+use crate::failpoints::{self, fault_armed};
 use crate::replication::throttle::Throttle;
 use crate::replication::watermarks::{self, Watermarks, WatermarksError};
 use eosmirror_state::SourcePartition;
@@ -134,6 +135,36 @@ pub fn is_deleted(error: &KafkaError) -> bool {
     )
 }
 
+/// One poll of a reader, with the errors librdkafka recovers from by itself
+/// ([transient](is_transient): a lost connection, "all brokers are down", a
+/// leader election, a request that timed out) passed over as a poll that
+/// found nothing. librdkafka reports them and goes on reconnecting and
+/// fetching, so the read goes on too, and the caller's no-progress limit
+/// decides when a cluster that stays away ends it.
+pub fn poll_reader(
+    consumer: &BaseConsumer,
+    wait: Duration,
+) -> Option<KafkaResult<BorrowedMessage<'_>>> {
+    let polled = if fault_armed(failpoints::READ_CONNECTION_LOST) {
+        tracing::warn!(
+            "fault point {}: the reader's poll reports all brokers down",
+            failpoints::READ_CONNECTION_LOST
+        );
+        Some(Err(KafkaError::MessageConsumption(
+            RDKafkaErrorCode::AllBrokersDown,
+        )))
+    } else {
+        consumer.poll(wait)
+    };
+    match polled {
+        Some(Err(error @ KafkaError::MessageConsumption(_))) if is_transient(&error) => {
+            tracing::debug!(%error, "reader: librdkafka reconnects by itself; reading on");
+            None
+        }
+        other => other,
+    }
+}
+
 /// How long an offset query that fails with a [transient](is_transient)
 /// error is asked again: longer than the broker stalls seen on this
 /// project's loaded test machines (up to 14 s).
@@ -149,9 +180,9 @@ pub(crate) fn offset_in(list: &TopicPartitionList, topic: &str, partition: i32) 
     }
 }
 
-/// Whether a query's error is one a working cluster recovers from by
-/// itself: a partition whose leader is not known yet, a lost connection, a
-/// request that timed out.
+/// Whether a query's or a read's error is one a working cluster recovers
+/// from by itself: a partition whose leader is not known yet, a lost
+/// connection, a request that timed out.
 fn is_transient(error: &KafkaError) -> bool {
     matches!(
         error.rdkafka_error_code(),
@@ -465,7 +496,7 @@ impl Side {
         loop {
             // Records past an end may keep coming (a mirror still running):
             // positions are checked at least every 200 ms regardless.
-            match consumer.poll(Duration::from_millis(100)) {
+            match poll_reader(&consumer, Duration::from_millis(100)) {
                 Some(Err(e)) => return Err(kafka(e)),
                 Some(Ok(_)) if last_check.elapsed() < Duration::from_millis(200) => continue,
                 _ => {}
@@ -586,7 +617,7 @@ impl RangeReader {
             if let Some(throttle) = &self.side.throttle {
                 throttle.wait_ready(self.side.stall_limit, &AtomicBool::new(false));
             }
-            match self.consumer().poll(POLL_INTERVAL) {
+            match poll_reader(self.consumer(), POLL_INTERVAL) {
                 // A reused client may still hand out a record fetched for
                 // its previous range; this range's records come in order.
                 Some(Ok(message))

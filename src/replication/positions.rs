@@ -25,7 +25,7 @@ use rdkafka::message::{BorrowedMessage, Message};
 use rdkafka::{Offset, TopicPartitionList};
 
 use super::progress::ProgressRecord;
-use crate::read::{is_deleted, offset_in, reader_config};
+use crate::read::{is_deleted, offset_in, poll_reader, reader_config};
 
 /// The committed position of a source partition, as the target records it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -286,7 +286,7 @@ fn next_message<'a>(
     partition: i32,
     from: i64,
 ) -> Result<Option<BorrowedMessage<'a>>, ResumeError> {
-    match reader.poll(Duration::from_millis(100)) {
+    match poll_reader(reader, Duration::from_millis(100)) {
         None => Ok(None),
         Some(Ok(message)) => Ok(Some(message)),
         Some(Err(e)) if is_deleted(&e) => Err(ResumeError::Deleted {
