@@ -11,6 +11,7 @@ use rdkafka::error::KafkaError;
 use rdkafka::message::Message;
 use rdkafka::{Offset, TopicPartitionList};
 
+use crate::checker::is_transient;
 use crate::judge::SourceHeld;
 use crate::record::{decode, Decoded, Meta};
 use crate::run::clusters::ClusterSpec;
@@ -100,6 +101,10 @@ fn next_record(
             None => {}
             Some(Err(KafkaError::PartitionEOF(p))) if p == partition => return Ok(None),
             Some(Err(KafkaError::PartitionEOF(_))) => {}
+            // librdkafka reconnects by itself; the deadline still holds.
+            Some(Err(e)) if is_transient(&e) => {
+                eprintln!("eosmirror-chaos: reading {what}: {e}; still reading")
+            }
             Some(Err(e)) => return Err(e.into()),
             Some(Ok(m)) if m.partition() != partition => {}
             Some(Ok(m)) => {
@@ -195,6 +200,12 @@ pub(super) fn source_held(
             None => {}
             Some(Err(KafkaError::PartitionEOF(p))) => {
                 open.remove(&p);
+            }
+            Some(Err(e)) if is_transient(&e) => {
+                eprintln!(
+                    "eosmirror-chaos: {}: reading {topic}: {e}; still reading",
+                    cluster.name
+                )
             }
             Some(Err(e)) => return Err(e.into()),
             Some(Ok(m)) => {
