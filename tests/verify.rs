@@ -211,6 +211,35 @@ fn verify_reads_on_through_lost_connections() {
     );
 }
 
+/// A cluster that stays away: verify reads on through the errors librdkafka
+/// recovers from, but gives up once a read makes no progress for
+/// `--stall.timeout.ms`, with exit 2 and what the client last saw.
+#[test]
+fn verify_gives_up_on_a_cluster_that_stays_away() {
+    let bed = bed();
+    let topic = bed.source.create_topic("verify-away", 1);
+    let records: Vec<_> = (0..100).map(|i| record(0, i)).collect();
+    bed.source.produce(&topic, &records);
+    let setup = MirrorSetup::new(&bed.source.bootstrap, &bed.target.bootstrap);
+    setup.copy_and_check(&topic, &[], &[&topic]);
+
+    let (code, stdout, stderr) = setup.command_env(
+        "verify",
+        &["--include", &topic, "--stall.timeout.ms", "2000"],
+        &[("FAILPOINTS", "read::connection-lost=return")],
+    );
+    assert_eq!(code, 2, "{stdout}\n{stderr}");
+    let error = stderr
+        .lines()
+        .find(|line| line.starts_with("eosmirror: could not verify"))
+        .unwrap_or_else(|| panic!("no error line:\n{stderr}"));
+    assert!(error.contains("no progress for 2s"), "{error}");
+    assert!(
+        error.contains("the client's last error: Message consumption error: AllBrokersDown"),
+        "{error}"
+    );
+}
+
 /// A source partition with every kind of offset gap: 10 plain records
 /// (offsets 0-9), an aborted transaction (10, 11, marker 12), a committed
 /// one (13, 14, marker 15).

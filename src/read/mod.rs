@@ -34,7 +34,7 @@ pub enum ReadError {
         #[source]
         source: KafkaError,
     },
-    #[error("{side} {topic}-{partition}: no progress for {limit:?} at offset {position} (range ends at {end}); a transaction there stays open, or the cluster stopped answering")]
+    #[error("{side} {topic}-{partition}: no progress for {limit:?} at offset {position} (range ends at {end}); a transaction there stays open, or the cluster stopped answering{recovering}")]
     Stalled {
         side: &'static str,
         topic: String,
@@ -42,6 +42,7 @@ pub enum ReadError {
         position: i64,
         end: i64,
         limit: Duration,
+        recovering: Recovering,
     },
     #[error("{side}: {source}")]
     Offsets {
@@ -56,6 +57,21 @@ pub enum ReadError {
         partition: i32,
         requested: i64,
     },
+}
+
+/// The last error a reader's client reported and recovers from by itself
+/// (see [`poll_reader`]), if any: named when the read stalls, so that "the
+/// cluster stopped answering" comes with what the client saw.
+#[derive(Debug, Default)]
+pub struct Recovering(Option<Box<KafkaError>>);
+
+impl std::fmt::Display for Recovering {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.0 {
+            Some(error) => write!(f, " (the client's last error: {error})"),
+            None => Ok(()),
+        }
+    }
 }
 
 /// How long a reader whose prefetch queue was full waits before fetching
@@ -145,11 +161,24 @@ pub fn poll_reader(
     consumer: &BaseConsumer,
     wait: Duration,
 ) -> Option<KafkaResult<BorrowedMessage<'_>>> {
+    poll_noting(consumer, wait, &mut Recovering::default())
+}
+
+/// [`poll_reader`], keeping the error passed over in `recovering` for the
+/// caller's stall message.
+fn poll_noting<'c>(
+    consumer: &'c BaseConsumer,
+    wait: Duration,
+    recovering: &mut Recovering,
+) -> Option<KafkaResult<BorrowedMessage<'c>>> {
     let polled = if fault_armed(failpoints::READ_CONNECTION_LOST) {
         tracing::warn!(
             "fault point {}: the reader's poll reports all brokers down",
             failpoints::READ_CONNECTION_LOST
         );
+        // As long as the poll would have waited: a reader that keeps
+        // hitting the point logs a line per wait, not a line per spin.
+        std::thread::sleep(wait);
         Some(Err(KafkaError::MessageConsumption(
             RDKafkaErrorCode::AllBrokersDown,
         )))
@@ -159,6 +188,7 @@ pub fn poll_reader(
     match polled {
         Some(Err(error @ KafkaError::MessageConsumption(_))) if is_transient(&error) => {
             tracing::debug!(%error, "reader: librdkafka reconnects by itself; reading on");
+            recovering.0 = Some(Box::new(error));
             None
         }
         other => other,
@@ -493,10 +523,11 @@ impl Side {
         consumer.assign(&assignment).map_err(&kafka)?;
         let mut last_progress = Instant::now();
         let mut last_check = Instant::now();
+        let mut recovering = Recovering::default();
         loop {
             // Records past an end may keep coming (a mirror still running):
             // positions are checked at least every 200 ms regardless.
-            match poll_reader(&consumer, Duration::from_millis(100)) {
+            match poll_noting(&consumer, Duration::from_millis(100), &mut recovering) {
                 Some(Err(e)) => return Err(kafka(e)),
                 Some(Ok(_)) if last_check.elapsed() < Duration::from_millis(200) => continue,
                 _ => {}
@@ -527,6 +558,7 @@ impl Side {
                     position: position(topic, *partition).unwrap_or(end - 1),
                     end: *end,
                     limit: self.stall_limit,
+                    recovering,
                 });
             }
         }
@@ -557,6 +589,8 @@ pub struct RangeReader {
     progress: Arc<AtomicU64>,
     last_position: i64,
     last_progress: Instant,
+    /// What the client last recovered from, for a stall's message.
+    recovering: Recovering,
 }
 
 impl RangeReader {
@@ -586,6 +620,7 @@ impl RangeReader {
             progress,
             last_position: from,
             last_progress: Instant::now(),
+            recovering: Recovering::default(),
         })
     }
 
@@ -617,7 +652,11 @@ impl RangeReader {
             if let Some(throttle) = &self.side.throttle {
                 throttle.wait_ready(self.side.stall_limit, &AtomicBool::new(false));
             }
-            match poll_reader(self.consumer(), POLL_INTERVAL) {
+            let consumer = self
+                .consumer
+                .as_ref()
+                .expect("a reader with records to read has a consumer");
+            match poll_noting(consumer, POLL_INTERVAL, &mut self.recovering) {
                 // A reused client may still hand out a record fetched for
                 // its previous range; this range's records come in order.
                 Some(Ok(message))
@@ -663,6 +702,7 @@ impl RangeReader {
                             position,
                             end: self.end,
                             limit: self.side.stall_limit,
+                            recovering: std::mem::take(&mut self.recovering),
                         });
                     }
                 }
