@@ -114,6 +114,20 @@ fn an_exact_copy_by_eosmirror_verifies_clean_in_text_and_json() {
     );
 }
 
+/// A new source topic of `partitions` holding `count` records (spread
+/// round-robin), copied exactly by eosmirror; the setup that copied it.
+fn copied(name: &str, partitions: i32, count: usize) -> (String, MirrorSetup) {
+    let bed = bed();
+    let topic = bed.source.create_topic(name, partitions);
+    let records: Vec<_> = (0..count)
+        .map(|i| record(i as i32 % partitions, i))
+        .collect();
+    bed.source.produce(&topic, &records);
+    let setup = MirrorSetup::new(&bed.source.bootstrap, &bed.target.bootstrap);
+    setup.copy_and_check(&topic, &[], &[&topic]);
+    (topic, setup)
+}
+
 /// verify on a mirror that is copying under load, with the throttle on:
 /// every transaction below the target's snapshot has ended before the
 /// mapping is read, so no record in flight is ever reported as unexpected;
@@ -183,15 +197,7 @@ fn a_running_mirror_under_load_verifies_exact_while_it_copies() {
 /// `read::connection-lost`), verify reads on and ends exact.
 #[test]
 fn verify_reads_on_through_lost_connections() {
-    let bed = bed();
-    let partitions = 2;
-    let topic = bed.source.create_topic("verify-reconnects", partitions);
-    let records: Vec<_> = (0..2_000)
-        .map(|i| record(i as i32 % partitions, i))
-        .collect();
-    bed.source.produce(&topic, &records);
-    let setup = MirrorSetup::new(&bed.source.bootstrap, &bed.target.bootstrap);
-    setup.copy_and_check(&topic, &[], &[&topic]);
+    let (topic, setup) = copied("verify-reconnects", 2, 2_000);
 
     let lost = "read::connection-lost=1*off->3*return->20*off->3*return->20*off->3*return";
     let (code, stdout, stderr) = setup.command_env(
@@ -216,12 +222,7 @@ fn verify_reads_on_through_lost_connections() {
 /// `--stall.timeout.ms`, with exit 2 and what the client last saw.
 #[test]
 fn verify_gives_up_on_a_cluster_that_stays_away() {
-    let bed = bed();
-    let topic = bed.source.create_topic("verify-away", 1);
-    let records: Vec<_> = (0..100).map(|i| record(0, i)).collect();
-    bed.source.produce(&topic, &records);
-    let setup = MirrorSetup::new(&bed.source.bootstrap, &bed.target.bootstrap);
-    setup.copy_and_check(&topic, &[], &[&topic]);
+    let (topic, setup) = copied("verify-away", 1, 100);
 
     let (code, stdout, stderr) = setup.command_env(
         "verify",
@@ -457,11 +458,7 @@ fn an_aborted_record_written_committed_is_an_aborted_leak() {
 #[test]
 fn deleted_source_records_make_the_copy_unverifiable_naming_the_range() {
     let bed = bed();
-    let topic = bed.source.create_topic("verify-deleted", 1);
-    let records: Vec<_> = (0..20).map(|i| record(0, i)).collect();
-    bed.source.produce(&topic, &records);
-    let setup = MirrorSetup::new(&bed.source.bootstrap, &bed.target.bootstrap);
-    setup.copy_and_check(&topic, &[], &[&topic]);
+    let (topic, setup) = copied("verify-deleted", 1, 20);
     bed.source.delete_records(&topic, 0, 5);
 
     let (code, stdout, stderr) = verify(&setup, &["--include", &topic]);
