@@ -60,8 +60,9 @@ pub enum ReadError {
 }
 
 /// The last error a reader's client reported and recovers from by itself
-/// (see [`poll_reader`]), if any: named when the read stalls, so that "the
-/// cluster stopped answering" comes with what the client saw.
+/// (see [`poll_reader`]) since the read last moved, if any: named when the
+/// read stalls, so that "the cluster stopped answering" comes with what the
+/// client saw.
 #[derive(Debug, Default)]
 pub struct Recovering(Option<Box<KafkaError>>);
 
@@ -550,6 +551,7 @@ impl Side {
                 // Nothing past an end is wanted: stop fetching there.
                 consumer.pause(&settled).map_err(&kafka)?;
                 last_progress = Instant::now();
+                recovering = Recovering::default();
             } else if last_progress.elapsed() > self.stall_limit {
                 return Err(ReadError::Stalled {
                     side: self.name,
@@ -589,7 +591,8 @@ pub struct RangeReader {
     progress: Arc<AtomicU64>,
     last_position: i64,
     last_progress: Instant,
-    /// What the client last recovered from, for a stall's message.
+    /// What the client last recovered from since the read last moved, for
+    /// a stall's message.
     recovering: Recovering,
 }
 
@@ -644,6 +647,7 @@ impl RangeReader {
                 .fetch_add((position - self.last_position) as u64, Ordering::Relaxed);
             self.last_position = position;
             self.last_progress = Instant::now();
+            self.recovering = Recovering::default();
         }
     }
 
