@@ -627,15 +627,17 @@ impl RangeReader {
         })
     }
 
-    fn consumer(&self) -> &BaseConsumer {
-        self.consumer
+    /// The client in `consumer` (a reader's field): only an empty range has
+    /// none, and it never reads. A function of the field, not of the reader,
+    /// so a poll can borrow it beside the reader's other fields.
+    fn client(consumer: &Option<BaseConsumer>) -> &BaseConsumer {
+        consumer
             .as_ref()
             .expect("a reader with records to read has a consumer")
     }
 
     fn fetch_position(&self) -> Result<i64, ReadError> {
-        let position = self
-            .consumer()
+        let position = Self::client(&self.consumer)
             .position()
             .map_err(self.side.kafka(&self.topic, self.partition))?;
         Ok(offset_in(&position, &self.topic, self.partition).unwrap_or(self.from))
@@ -656,10 +658,7 @@ impl RangeReader {
             if let Some(throttle) = &self.side.throttle {
                 throttle.wait_ready(self.side.stall_limit, &AtomicBool::new(false));
             }
-            let consumer = self
-                .consumer
-                .as_ref()
-                .expect("a reader with records to read has a consumer");
+            let consumer = Self::client(&self.consumer);
             match poll_noting(consumer, POLL_INTERVAL, &mut self.recovering) {
                 // A reused client may still hand out a record fetched for
                 // its previous range; this range's records come in order.
