@@ -38,7 +38,7 @@ use crate::clusters::{Cluster, Endpoints};
 use crate::config::ClientRole;
 use crate::error_chain::one_line;
 use crate::groups::kafka::GroupClient;
-use crate::read::{is_deleted, poll_reader, reader_config};
+use crate::read::{is_deleted, poll_reader, reader_config, StallWatch};
 use crate::replication::layout::Layout;
 use crate::replication::membership::instance_of_client_id;
 use crate::replication::progress::{InternalTopics, ProgressRecord};
@@ -544,12 +544,12 @@ fn read_topic(
         return Ok(());
     }
     reader.assign(&assignment)?;
-    let mut last_progress = Instant::now();
+    let mut stall = StallWatch::new(stall_limit);
     let mut last_positions: HashMap<i32, i64> = HashMap::new();
     while !left.is_empty() {
-        match poll_reader(&reader, Duration::from_millis(100)) {
+        match stall.poll(&reader, Duration::from_millis(100)) {
             Some(Ok(message)) => {
-                last_progress = Instant::now();
+                stall.moved();
                 visit(message.payload().unwrap_or_default())?;
             }
             Some(Err(e)) if is_deleted(&e) => {
@@ -564,16 +564,16 @@ fn read_topic(
             if let Offset::Offset(at) = element.offset() {
                 let p = element.partition();
                 if last_positions.insert(p, at) != Some(at) {
-                    last_progress = Instant::now();
+                    stall.moved();
                 }
                 if left.get(&p).is_some_and(|&end| at >= end) {
                     left.remove(&p);
                 }
             }
         }
-        if last_progress.elapsed() > stall_limit {
+        if let Some(recovering) = stall.stalled() {
             anyhow::bail!(
-                "reading {topic} made no progress for {stall_limit:?} ({} partition(s) not read to their end)",
+                "reading {topic} made no progress for {stall_limit:?} ({} partition(s) not read to their end){recovering}",
                 left.len()
             );
         }

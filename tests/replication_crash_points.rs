@@ -748,3 +748,51 @@ fn a_silent_source_consumer_is_replaced_by_a_new_session() {
     stop_cleanly(&mut mirror);
     assert_exact_copy(&bed().source, &bed().target, &case.topic);
 }
+
+/// Resume's read of the lane's positions goes on through the errors
+/// librdkafka recovers from by itself (every poll faulted with "all brokers
+/// down", `read::connection-lost`) and gives up only after its no-progress
+/// limit, naming the error the client last saw; the lane's session starts
+/// over. An instance whose target answers again copies on exactly.
+#[test]
+#[cfg_attr(
+    not(feature = "failpoints"),
+    ignore = "needs the fault points: cargo test --features eosmirror/failpoints"
+)]
+fn a_stalled_resume_read_names_the_clients_last_error() {
+    let case = Case::new("resume-read-stall", &bed().target.bootstrap);
+    write_block(&case.topic, "a", 600);
+    let mut first = case.start(&[]);
+    wait_caught_up(&case, &mut first);
+    stop_cleanly(&mut first);
+
+    let lost = format!("{}=return", failpoints::READ_CONNECTION_LOST);
+    let mut second = case
+        .setup
+        .start_args_env(&case.args(&[]), &[("FAILPOINTS", &lost)]);
+    // The limit is the transaction timeout (10 s here) plus 10 s.
+    let deadline = Instant::now() + CRASH_WITHIN;
+    while lane_restarts(&second.output(), "reason=\"resume_read\"").is_empty() {
+        assert!(
+            Instant::now() < deadline && second.is_running(),
+            "no lane session started over after its stalled resume read:\n{}",
+            tail(&second.output(), 30)
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    second.kill();
+    let output = second.output();
+    let restart = lane_restarts(&output, "reason=\"resume_read\"")[0];
+    for needle in [
+        "made no progress towards offset",
+        "the cluster stopped answering (the client's last error: ",
+        "AllBrokersDown",
+    ] {
+        assert!(
+            restart.contains(needle),
+            "{needle:?} missing from: {restart}"
+        );
+    }
+    eprintln!("{restart}");
+    restart_with_more_data(&case);
+}

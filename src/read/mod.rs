@@ -15,13 +15,15 @@ use rdkafka::types::RDKafkaErrorCode;
 use rdkafka::{Offset, TopicPartitionList};
 
 pub mod record;
+mod stall;
 
-use crate::failpoints::{self, fault_armed};
 use crate::replication::throttle::Throttle;
 use crate::replication::watermarks::{self, Watermarks, WatermarksError};
 use eosmirror_state::SourcePartition;
 
 use record::RecordImage;
+use stall::is_transient;
+pub use stall::{Recovering, StallWatch};
 
 /// Why a partition could not be read to the end of its range.
 #[derive(Debug, thiserror::Error)]
@@ -57,22 +59,6 @@ pub enum ReadError {
         partition: i32,
         requested: i64,
     },
-}
-
-/// The last error a reader's client reported and recovers from by itself
-/// (see [`poll_reader`]) since the read last moved, if any: named when the
-/// read stalls, so that "the cluster stopped answering" comes with what the
-/// client saw.
-#[derive(Debug, Default)]
-pub struct Recovering(Option<Box<KafkaError>>);
-
-impl std::fmt::Display for Recovering {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match &self.0 {
-            Some(error) => write!(f, " (the client's last error: {error})"),
-            None => Ok(()),
-        }
-    }
 }
 
 /// How long a reader whose prefetch queue was full waits before fetching
@@ -152,48 +138,14 @@ pub fn is_deleted(error: &KafkaError) -> bool {
     )
 }
 
-/// One poll of a reader, with the errors librdkafka recovers from by itself
-/// ([transient](is_transient): a lost connection, "all brokers are down", a
-/// leader election, a request that timed out) passed over as a poll that
-/// found nothing. librdkafka reports them and goes on reconnecting and
-/// fetching, so the read goes on too, and the caller's no-progress limit
-/// decides when a cluster that stays away ends it.
+/// One poll of a reader without a no-progress limit of its own (a read
+/// bounded by a deadline): [`StallWatch::poll`], which passes over the
+/// errors librdkafka recovers from by itself.
 pub fn poll_reader(
     consumer: &BaseConsumer,
     wait: Duration,
 ) -> Option<KafkaResult<BorrowedMessage<'_>>> {
-    poll_noting(consumer, wait, &mut Recovering::default())
-}
-
-/// [`poll_reader`], keeping the error passed over in `recovering` for the
-/// caller's stall message.
-fn poll_noting<'c>(
-    consumer: &'c BaseConsumer,
-    wait: Duration,
-    recovering: &mut Recovering,
-) -> Option<KafkaResult<BorrowedMessage<'c>>> {
-    let polled = if fault_armed(failpoints::READ_CONNECTION_LOST) {
-        tracing::warn!(
-            "fault point {}: the reader's poll reports all brokers down",
-            failpoints::READ_CONNECTION_LOST
-        );
-        // As long as the poll would have waited: a reader that keeps
-        // hitting the point logs a line per wait, not a line per spin.
-        std::thread::sleep(wait);
-        Some(Err(KafkaError::MessageConsumption(
-            RDKafkaErrorCode::AllBrokersDown,
-        )))
-    } else {
-        consumer.poll(wait)
-    };
-    match polled {
-        Some(Err(error @ KafkaError::MessageConsumption(_))) if is_transient(&error) => {
-            tracing::debug!(%error, "reader: librdkafka reconnects by itself; reading on");
-            recovering.0 = Some(Box::new(error));
-            None
-        }
-        other => other,
-    }
+    StallWatch::new(Duration::MAX).poll(consumer, wait)
 }
 
 /// How long an offset query that fails with a [transient](is_transient)
@@ -209,24 +161,6 @@ pub(crate) fn offset_in(list: &TopicPartitionList, topic: &str, partition: i32) 
         Offset::Offset(o) => Some(o),
         _ => None,
     }
-}
-
-/// Whether a query's or a read's error is one a working cluster recovers
-/// from by itself: a partition whose leader is not known yet, a lost
-/// connection, a request that timed out.
-fn is_transient(error: &KafkaError) -> bool {
-    matches!(
-        error.rdkafka_error_code(),
-        Some(
-            RDKafkaErrorCode::UnknownPartition
-                | RDKafkaErrorCode::LeaderNotAvailable
-                | RDKafkaErrorCode::NotLeaderForPartition
-                | RDKafkaErrorCode::AllBrokersDown
-                | RDKafkaErrorCode::BrokerTransportFailure
-                | RDKafkaErrorCode::RequestTimedOut
-                | RDKafkaErrorCode::OperationTimedOut
-        )
-    )
 }
 
 /// Where and how to read: one side's connection settings.
@@ -522,13 +456,12 @@ impl Side {
                 .map_err(self.kafka(topic, *partition))?;
         }
         consumer.assign(&assignment).map_err(&kafka)?;
-        let mut last_progress = Instant::now();
+        let mut stall = StallWatch::new(self.stall_limit);
         let mut last_check = Instant::now();
-        let mut recovering = Recovering::default();
         loop {
             // Records past an end may keep coming (a mirror still running):
             // positions are checked at least every 200 ms regardless.
-            match poll_noting(&consumer, Duration::from_millis(100), &mut recovering) {
+            match stall.poll(&consumer, Duration::from_millis(100)) {
                 Some(Err(e)) => return Err(kafka(e)),
                 Some(Ok(_)) if last_check.elapsed() < Duration::from_millis(200) => continue,
                 _ => {}
@@ -550,9 +483,8 @@ impl Side {
             if settled.count() > 0 {
                 // Nothing past an end is wanted: stop fetching there.
                 consumer.pause(&settled).map_err(&kafka)?;
-                last_progress = Instant::now();
-                recovering = Recovering::default();
-            } else if last_progress.elapsed() > self.stall_limit {
+                stall.moved();
+            } else if let Some(recovering) = stall.stalled() {
                 return Err(ReadError::Stalled {
                     side: self.name,
                     topic: topic.clone(),
@@ -590,10 +522,8 @@ pub struct RangeReader {
     /// Offsets consumed so far, shared with the progress display.
     progress: Arc<AtomicU64>,
     last_position: i64,
-    last_progress: Instant,
-    /// What the client last recovered from since the read last moved, for
-    /// a stall's message.
-    recovering: Recovering,
+    /// The side's no-progress limit on this read.
+    stall: StallWatch,
 }
 
 impl RangeReader {
@@ -622,8 +552,7 @@ impl RangeReader {
             done: from >= end,
             progress,
             last_position: from,
-            last_progress: Instant::now(),
-            recovering: Recovering::default(),
+            stall: StallWatch::new(side.stall_limit),
         })
     }
 
@@ -648,8 +577,7 @@ impl RangeReader {
             self.progress
                 .fetch_add((position - self.last_position) as u64, Ordering::Relaxed);
             self.last_position = position;
-            self.last_progress = Instant::now();
-            self.recovering = Recovering::default();
+            self.stall.moved();
         }
     }
 
@@ -659,7 +587,7 @@ impl RangeReader {
                 throttle.wait_ready(self.side.stall_limit, &AtomicBool::new(false));
             }
             let consumer = Self::client(&self.consumer);
-            match poll_noting(consumer, POLL_INTERVAL, &mut self.recovering) {
+            match self.stall.poll(consumer, POLL_INTERVAL) {
                 // A reused client may still hand out a record fetched for
                 // its previous range; this range's records come in order.
                 Some(Ok(message))
@@ -697,7 +625,7 @@ impl RangeReader {
                     self.advance_to(position.min(self.end));
                     if position >= self.end {
                         self.done = true;
-                    } else if self.last_progress.elapsed() > self.side.stall_limit {
+                    } else if let Some(recovering) = self.stall.stalled() {
                         return Err(ReadError::Stalled {
                             side: self.side.name,
                             topic: self.topic.clone(),
@@ -705,7 +633,7 @@ impl RangeReader {
                             position,
                             end: self.end,
                             limit: self.side.stall_limit,
-                            recovering: std::mem::take(&mut self.recovering),
+                            recovering,
                         });
                     }
                 }

@@ -15,7 +15,7 @@
 //! open there at all.
 
 use std::collections::HashMap;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use eosmirror_state::SourcePartition;
 use rdkafka::config::ClientConfig;
@@ -25,7 +25,7 @@ use rdkafka::message::{BorrowedMessage, Message};
 use rdkafka::{Offset, TopicPartitionList};
 
 use super::progress::ProgressRecord;
-use crate::read::{is_deleted, offset_in, poll_reader, reader_config};
+use crate::read::{is_deleted, offset_in, reader_config, Recovering, StallWatch};
 
 /// The committed position of a source partition, as the target records it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -63,12 +63,13 @@ pub enum ResumeError {
         #[source]
         source: KafkaError,
     },
-    #[error("{topic}-{partition} made no progress towards offset {high_watermark} for {waited:?}: a transaction there stays open (a stalled eosmirror instance or producer?)")]
+    #[error("{topic}-{partition} made no progress towards offset {high_watermark} for {waited:?}: a transaction there stays open (a stalled eosmirror instance or producer?), or the cluster stopped answering{recovering}")]
     Stalled {
         topic: String,
         partition: i32,
         high_watermark: i64,
         waited: Duration,
+        recovering: Recovering,
     },
     #[error("{topic}-{partition}: records at or after offset {from} were deleted (retention or DeleteRecords) while they were read, so what the partition holds is unknown; the read starts again at the partition's new start")]
     Deleted {
@@ -118,7 +119,7 @@ pub fn read_lane_positions(
         if end.reached(&reader)? {
             return Ok(found);
         }
-        let Some(message) = next_message(&reader, position_topic, partition, start)? else {
+        let Some(message) = end.next_message(&reader)? else {
             continue;
         };
         let offset = message.offset();
@@ -150,16 +151,16 @@ pub fn read_lane_positions(
 /// reports.
 const PROGRESS_EVERY: u64 = 10_000;
 
-/// A read up to a high watermark that fails after `stall_limit` without
-/// progress, however long the read takes overall.
+/// A read from `start` up to a high watermark that fails after
+/// `stall_limit` without progress, however long the read takes overall.
 struct ReadToEnd<'t> {
     topic: &'t str,
     partition: i32,
+    start: i64,
     high: i64,
-    stall_limit: Duration,
-    /// The reader's position when it last moved, and when that was.
+    /// The reader's position when it last moved.
     last_position: i64,
-    last_progress: Instant,
+    stall: StallWatch,
 }
 
 impl<'t> ReadToEnd<'t> {
@@ -167,10 +168,10 @@ impl<'t> ReadToEnd<'t> {
         ReadToEnd {
             topic,
             partition,
+            start,
             high,
-            stall_limit,
             last_position: start,
-            last_progress: Instant::now(),
+            stall: StallWatch::new(stall_limit),
         }
     }
 
@@ -187,16 +188,38 @@ impl<'t> ReadToEnd<'t> {
         }
         if position > self.last_position {
             self.last_position = position;
-            self.last_progress = Instant::now();
-        } else if self.last_progress.elapsed() >= self.stall_limit {
+            self.stall.moved();
+        } else if let Some(recovering) = self.stall.stalled() {
             return Err(ResumeError::Stalled {
                 topic: self.topic.to_string(),
                 partition: self.partition,
                 high_watermark: self.high,
-                waited: self.stall_limit,
+                waited: self.stall.limit(),
+                recovering,
             });
         }
         Ok(false)
+    }
+
+    /// The reader's next message; records deleted under it become
+    /// [`ResumeError::Deleted`].
+    fn next_message<'r>(
+        &mut self,
+        reader: &'r BaseConsumer,
+    ) -> Result<Option<BorrowedMessage<'r>>, ResumeError> {
+        match self.stall.poll(reader, Duration::from_millis(100)) {
+            None => Ok(None),
+            Some(Ok(message)) => Ok(Some(message)),
+            Some(Err(e)) if is_deleted(&e) => Err(ResumeError::Deleted {
+                topic: self.topic.to_string(),
+                partition: self.partition,
+                from: self.start,
+            }),
+            Some(Err(e)) => Err(ResumeError::Kafka {
+                topic: self.topic.to_string(),
+                source: e,
+            }),
+        }
     }
 }
 
@@ -237,7 +260,7 @@ pub fn target_has_committed_records(
         if end.reached(&reader)? {
             return Ok(false);
         }
-        if next_message(&reader, topic, partition, low)?.is_some() {
+        if end.next_message(&reader)?.is_some() {
             return Ok(true);
         }
     }
@@ -276,29 +299,6 @@ fn partition_reader(
     assignment.add_partition_offset(topic, partition, Offset::Offset(offset))?;
     reader.assign(&assignment)?;
     Ok(reader)
-}
-
-/// The reader's next message; records deleted under it become
-/// [`ResumeError::Deleted`].
-fn next_message<'a>(
-    reader: &'a BaseConsumer,
-    topic: &str,
-    partition: i32,
-    from: i64,
-) -> Result<Option<BorrowedMessage<'a>>, ResumeError> {
-    match poll_reader(reader, Duration::from_millis(100)) {
-        None => Ok(None),
-        Some(Ok(message)) => Ok(Some(message)),
-        Some(Err(e)) if is_deleted(&e) => Err(ResumeError::Deleted {
-            topic: topic.to_string(),
-            partition,
-            from,
-        }),
-        Some(Err(e)) => Err(ResumeError::Kafka {
-            topic: topic.to_string(),
-            source: e,
-        }),
-    }
 }
 
 #[cfg(test)]
