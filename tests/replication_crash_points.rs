@@ -230,6 +230,25 @@ fn committed_on_target(topic: &str) -> Option<BTreeMap<i32, usize>> {
     Some(count_committed(target, topic))
 }
 
+/// The first line in which `mirror` restarts a lane session for `reason`,
+/// once it logs one; fails if `mirror` ends or `within` passes first.
+fn wait_for_restart(mirror: &mut Mirror, reason: &str, within: Duration) -> String {
+    let detail = format!("reason=\"{reason}\"");
+    let deadline = Instant::now() + within;
+    loop {
+        let output = mirror.output();
+        if let Some(line) = lane_restarts(&output, &detail).first() {
+            return line.to_string();
+        }
+        assert!(
+            Instant::now() < deadline && mirror.is_running(),
+            "no lane session restarted for {reason} within {within:?}:\n{}",
+            tail(&output, 30)
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+}
+
 /// Stops eosmirror with SIGTERM; it must exit 0.
 fn stop_cleanly(mirror: &mut Mirror) {
     let code = mirror.stop(Duration::from_secs(60));
@@ -720,15 +739,7 @@ fn a_silent_source_consumer_is_replaced_by_a_new_session() {
         &[("FAILPOINTS", &silent)],
     );
     let writer = Writer::start(&case.topic);
-    let deadline = Instant::now() + Duration::from_secs(300);
-    while lane_restarts(&mirror.output(), "reason=\"source_silent\"").is_empty() {
-        assert!(
-            Instant::now() < deadline && mirror.is_running(),
-            "no session replaced for its silent partition while the others flowed:\n{}",
-            tail(&mirror.output(), 30)
-        );
-        std::thread::sleep(Duration::from_secs(1));
-    }
+    wait_for_restart(&mut mirror, "source_silent", Duration::from_secs(300));
     writer.finish();
     wait_caught_up(&case, &mut mirror);
     let output = mirror.output();
@@ -771,18 +782,8 @@ fn a_stalled_resume_read_names_the_clients_last_error() {
         .setup
         .start_args_env(&case.args(&[]), &[("FAILPOINTS", &lost)]);
     // The limit is the transaction timeout (10 s here) plus 10 s.
-    let deadline = Instant::now() + CRASH_WITHIN;
-    while lane_restarts(&second.output(), "reason=\"resume_read\"").is_empty() {
-        assert!(
-            Instant::now() < deadline && second.is_running(),
-            "no lane session started over after its stalled resume read:\n{}",
-            tail(&second.output(), 30)
-        );
-        std::thread::sleep(Duration::from_millis(500));
-    }
+    let restart = wait_for_restart(&mut second, "resume_read", CRASH_WITHIN);
     second.kill();
-    let output = second.output();
-    let restart = lane_restarts(&output, "reason=\"resume_read\"")[0];
     for needle in [
         "made no progress towards offset",
         "the cluster stopped answering (the client's last error: ",
