@@ -106,7 +106,7 @@ fn reader_limits(memory_kbytes: usize) -> (usize, usize) {
 }
 
 /// Sets a reader's prefetch bounds (see [`reader_limits`]).
-trait ReaderLimits {
+pub trait ReaderLimits {
     fn set_reader_limits(&mut self, memory_kbytes: usize) -> &mut Self;
 }
 

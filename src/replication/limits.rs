@@ -67,6 +67,13 @@ impl BufferBudget {
         }
     }
 
+    /// The consumer's whole share, prefetch and one fetch (KiB). A lane's
+    /// session reads its positions and checks target partitions before its
+    /// source consumer fetches anything, with readers bounded by this.
+    pub fn consumer_kbytes(&self) -> usize {
+        self.consumer_prefetch_kbytes + self.consumer_fetch_bytes / 1024
+    }
+
     /// Sets a lane consumer's prefetch bounds. The queue holds at most one
     /// record per KiB of its bound (`queued.min.messages`, which librdkafka
     /// compares with the whole queue's length): its byte bound counts
@@ -134,6 +141,10 @@ mod tests {
         assert_eq!(b.consumer_prefetch_kbytes, 9 * 1024);
         assert_eq!(b.consumer_fetch_bytes, 3 << 20);
         assert_eq!(b.producer_queue_kbytes, 4 * 1024);
+        // A session's target readers take the consumer's whole share: with
+        // the producer's, the lane's share of the bound.
+        assert_eq!(b.consumer_kbytes(), 12 * 1024);
+        assert_eq!(b.consumer_kbytes() + b.producer_queue_kbytes, 16 * 1024);
         let tiny = BufferBudget::split(1 << 20, 100);
         assert_eq!(tiny.consumer_prefetch_kbytes, 1024);
         assert_eq!(tiny.consumer_fetch_bytes, 1 << 20);

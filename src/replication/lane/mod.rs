@@ -62,6 +62,7 @@ use super::progress::InternalTopics;
 use super::throttle::Throttle;
 use crate::health::Health;
 use crate::metrics as m;
+use crate::read::ReaderLimits;
 use crate::topics::filter::TopicFilter;
 
 mod batch;
@@ -425,13 +426,24 @@ impl LaneWorker {
         start_hint: Option<i64>,
     ) -> Result<LanePositions, super::positions::ResumeError> {
         read_lane_positions(
-            &self.settings.target_reader,
+            &self.target_reader(),
             &self.settings.internal_topics.position,
             self.lane.internal_partition(),
             start_hint,
             call_timeout(&self.settings),
             &|| self.health.progress(self.lane),
         )
+    }
+
+    /// Settings of the lane's readers of the target (its positions, a
+    /// target partition's records), within the lane's consumer share of the
+    /// memory bound: a session reads them before its source consumer
+    /// fetches anything. librdkafka's default prefetch, 64 MiB a reader,
+    /// came on top of the bound at every session start.
+    fn target_reader(&self) -> ClientConfig {
+        let mut reader = self.settings.target_reader.clone();
+        reader.set_reader_limits(self.budget.consumer_kbytes());
+        reader
     }
 
     fn sleep_unless_stopped(&self, duration: Duration) {

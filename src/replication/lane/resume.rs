@@ -251,7 +251,7 @@ impl LaneWorker {
         let (low, end) = ends.source;
         if resume.is_none() && !settings.allow_nonempty_target && !ends.target_empty {
             match target_has_committed_records(
-                &settings.target_reader,
+                &self.target_reader(),
                 target_watermarks,
                 &partition.topic,
                 partition.partition,
