@@ -105,7 +105,11 @@ fn reader_limits(memory_kbytes: usize) -> (usize, usize) {
     (queue_kbytes, fetch_kbytes * 1024)
 }
 
-/// Sets a reader's prefetch bounds (see [`reader_limits`]).
+/// Sets a reader's prefetch bounds (see [`reader_limits`]). The queue also
+/// holds at most one record per KiB of its bound (`queued.min.messages`),
+/// as a lane's consumer does (`BufferBudget::bound_consumer`): the byte
+/// bound counts payloads only, and librdkafka spends some 340 bytes more on
+/// each queued record.
 pub trait ReaderLimits {
     fn set_reader_limits(&mut self, memory_kbytes: usize) -> &mut Self;
 }
@@ -114,6 +118,7 @@ impl ReaderLimits for ClientConfig {
     fn set_reader_limits(&mut self, memory_kbytes: usize) -> &mut Self {
         let (queue_kbytes, fetch_bytes) = reader_limits(memory_kbytes);
         self.set("queued.max.messages.kbytes", queue_kbytes.to_string())
+            .set("queued.min.messages", queue_kbytes.to_string())
             .set("fetch.message.max.bytes", fetch_bytes.to_string())
     }
 }
@@ -717,5 +722,14 @@ mod tests {
         // librdkafka's minimums, even for a share too small to hold both.
         assert_eq!(reader_limits(1), (1, 1024));
         assert_eq!(reader_limits(0), (1, 1024));
+    }
+
+    #[test]
+    fn a_reader_queues_at_most_a_record_per_kib_of_its_queue() {
+        let mut config = ClientConfig::new();
+        config.set_reader_limits(4096);
+        assert_eq!(config.get("queued.max.messages.kbytes"), Some("3072"));
+        assert_eq!(config.get("queued.min.messages"), Some("3072"));
+        assert_eq!(config.get("fetch.message.max.bytes"), Some("1048576"));
     }
 }
