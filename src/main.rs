@@ -126,7 +126,11 @@ fn execute(command: Command, runtime: &tokio::runtime::Runtime, json: bool) -> E
             match blocking(runtime, move || commands::failover::run(&args)) {
                 Ok(report) => {
                     print(format, &report, || report.to_text());
-                    ExitCode::SUCCESS
+                    if report.complete() {
+                        ExitCode::SUCCESS
+                    } else {
+                        ExitCode::FAILURE
+                    }
                 }
                 Err(e) => fail(json, &e),
             }

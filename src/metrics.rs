@@ -191,15 +191,20 @@ pub fn throttle_waited(waited: std::time::Duration) {
     counter!("eosmirror_throttle_wait_ms_total").absolute(total / 1_000_000);
 }
 
-/// A group sync round translated `group`'s offsets: seconds since its
-/// translation was last committed on the target (or could have been, when
-/// nothing changed), and how many already-consumed source offsets a
-/// consumer at the replicated tail would read again (0 once caught up;
-/// the translation never skips a record).
-pub fn group_synced(group: &str, age_seconds: f64, rereads: i64) {
-    let labels = [("group", group.to_string())];
-    gauge!("eosmirror_group_translation_age_seconds", &labels).set(age_seconds);
-    gauge!("eosmirror_group_rereads", &labels).set(rereads as f64);
+/// A group sync round translated `group`'s offsets: how many
+/// already-consumed source offsets a consumer at the replicated tail would
+/// read again (0 once caught up; the translation never skips a record).
+pub fn group_rereads(group: &str, rereads: i64) {
+    gauge!("eosmirror_group_rereads", "group" => group.to_string()).set(rereads as f64);
+}
+
+/// Seconds since `group`'s translation was last committed on the target
+/// (or could have been, when nothing changed); infinite before that.
+/// Published after every round, failed ones too, so the age keeps growing
+/// while rounds fail and an alert on it fires.
+pub fn group_translation_age(group: &str, age_seconds: f64) {
+    gauge!("eosmirror_group_translation_age_seconds", "group" => group.to_string())
+        .set(age_seconds);
 }
 
 /// Which of a lane's Kafka clients a librdkafka statistics report is from.

@@ -454,6 +454,171 @@ fn group_sync_follows_idle_target_groups_and_leaves_active_ones_alone() {
     );
 }
 
+/// Failover's recovery point needs the source's end offsets, which every
+/// sync round records with each partition's replicated position. A
+/// partition that retention emptied before anything was copied (its log
+/// starts past 0, nothing to copy, no position yet) must not stop that.
+#[test]
+fn group_sync_records_source_ends_past_a_partition_emptied_by_retention() {
+    let bed = bed();
+    let topic = bed.source.create_topic("groups-ends", 2);
+    let records: Vec<_> = (0..20).map(|i| record(i as i32 % 2, "e", i)).collect();
+    bed.source.produce(&topic, &records);
+    bed.source.delete_records(&topic, 1, 10);
+    let group = unique_name("ends");
+    bed.source.commit_group(&group, &[(&topic, 0, 4)]);
+
+    let setup = MirrorSetup::new(&bed.source.bootstrap, &bed.target.bootstrap);
+    let mut mirror = setup.start(
+        &topic,
+        &["--groups.sync", &group, "--groups.sync.interval.secs", "1"],
+    );
+    wait_for_copy(
+        &bed.source,
+        &bed.target,
+        &topic,
+        Duration::from_secs(120),
+        &mut mirror,
+    );
+    // Failover never contacts the source: what it reports is what the sync
+    // rounds recorded on the target.
+    let last = std::cell::RefCell::new(String::new());
+    let report = mirror.wait_until(
+        Duration::from_secs(30),
+        Duration::from_millis(500),
+        || {
+            let out = std::process::Command::new(env!("CARGO_BIN_EXE_eosmirror"))
+                .args(["failover", "--producer.config"])
+                .arg(&setup.producer_config)
+                .args(["--source.alias", &setup.alias, "--groups", &group])
+                .args(["--format", "json"])
+                .output()
+                .unwrap();
+            let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+            *last.borrow_mut() = format!("{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+            out.status.success().then_some(stdout)
+        },
+        |out| {
+            format!(
+                "failover found no recorded source ends:\n{}\n{out}",
+                last.borrow()
+            )
+        },
+    );
+    let report: serde_json::Value = serde_json::from_str(&report).unwrap();
+    for p in 0..2 {
+        let rpo = report["rpo"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["topic"] == topic.as_str() && r["partition"] == p)
+            .unwrap_or_else(|| panic!("no recovery point of {topic}-{p}: {report}"));
+        assert_eq!(rpo["source_end"].as_i64(), Some(10), "{rpo}");
+        assert_eq!(rpo["replicated_position"].as_i64(), Some(10), "{rpo}");
+        assert_eq!(rpo["unreplicated_offsets"].as_i64(), Some(0), "{rpo}");
+    }
+    assert_eq!(
+        mirror.stop(Duration::from_secs(30)),
+        0,
+        "{}",
+        mirror.output()
+    );
+}
+
+/// In a failover every group that can move moves: a group with consumers
+/// already on the target is named, with the exit code non-zero, and does
+/// not hold back the others.
+#[test]
+fn failover_moves_every_group_it_can_and_names_the_others() {
+    let bed = bed();
+    let topic = bed.source.create_topic("groups-failover", 2);
+    let records: Vec<_> = (0..40).map(|i| record(i as i32 % 2, "f", i)).collect();
+    bed.source.produce(&topic, &records);
+    let idle = unique_name("idle");
+    let active = unique_name("active");
+    bed.source
+        .commit_group(&idle, &[(&topic, 0, 5), (&topic, 1, 7)]);
+    bed.source
+        .commit_group(&active, &[(&topic, 0, 3), (&topic, 1, 3)]);
+    bed.target
+        .create_topic_with(&topic, 2, &[("retention.ms", "-1")]);
+    let member = ActiveMember::join(&bed.target, &active, &topic);
+
+    let setup = MirrorSetup::new(&bed.source.bootstrap, &bed.target.bootstrap);
+    let pattern = format!("{idle}|{active}");
+    let mut mirror = setup.start(
+        &topic,
+        &[
+            "--groups.sync",
+            &pattern,
+            "--groups.sync.interval.secs",
+            "1",
+        ],
+    );
+    wait_for_copy(
+        &bed.source,
+        &bed.target,
+        &topic,
+        Duration::from_secs(120),
+        &mut mirror,
+    );
+    let last = std::cell::RefCell::new(String::new());
+    let (code, report) = mirror.wait_until(
+        Duration::from_secs(30),
+        Duration::from_millis(500),
+        || {
+            let out = std::process::Command::new(env!("CARGO_BIN_EXE_eosmirror"))
+                .args(["failover", "--producer.config"])
+                .arg(&setup.producer_config)
+                .args(["--source.alias", &setup.alias, "--groups", &pattern])
+                .args(["--format", "json"])
+                .output()
+                .unwrap();
+            let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+            *last.borrow_mut() = format!("{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+            // Both groups recorded: one moved, one named.
+            let report: serde_json::Value = serde_json::from_str(&stdout).ok()?;
+            let named = report["problems"].as_array()?.len() + report["groups"].as_array()?.len();
+            (named == 2).then_some((out.status.code(), report))
+        },
+        |out| {
+            format!(
+                "failover never saw both groups recorded:\n{}\n{out}",
+                last.borrow()
+            )
+        },
+    );
+    assert_eq!(code, Some(1), "{report}");
+    let problems = report["problems"].as_array().unwrap();
+    assert_eq!(problems.len(), 1, "{report}");
+    let problem = problems[0].as_str().unwrap();
+    assert!(
+        problem.contains(&format!(
+            "group {active:?} has 1 active member(s) on the target"
+        )),
+        "{problem}"
+    );
+    let moved = report["groups"].as_array().unwrap();
+    assert_eq!(moved.len(), 1, "{report}");
+    assert_eq!(moved[0]["group"], idle.as_str(), "{report}");
+
+    // The idle group resumes on the target exactly where it stopped.
+    let source = bed.source.read_all(&topic, Isolation::ReadCommitted);
+    let target = bed.target.read_all(&topic, Isolation::ReadCommitted);
+    let want: BTreeMap<i32, i64> = [(0, 5), (1, 7)]
+        .into_iter()
+        .map(|(p, o)| (p, copy_offset(&source, &target, p, o)))
+        .collect();
+    assert_eq!(bed.target.group_offsets(&idle, &topic, 2), want);
+    drop(member);
+    assert_eq!(
+        mirror.stop(Duration::from_secs(30)),
+        0,
+        "{}",
+        mirror.output()
+    );
+}
+
 #[test]
 fn cutover_completes_on_a_stopped_stream_and_times_out_when_replication_stalls() {
     let bed = bed();

@@ -263,6 +263,15 @@ impl GroupAdmin {
                 // SAFETY: event is a live ListConsumerGroups result; the
                 // listings live as long as the event.
                 let result = rd::rd_kafka_event_ListConsumerGroups_result(event);
+                // A broker that did not answer (restarting, still loading
+                // its coordinator state) leaves its groups out of the valid
+                // listings: a partial list would sync or move only some.
+                let mut failed = 0usize;
+                let errors = rd::rd_kafka_ListConsumerGroups_result_errors(result, &mut failed);
+                if failed > 0 {
+                    let code = rd::rd_kafka_error_code(*errors);
+                    return vec![("*".to_string(), Err(code_error(code)))];
+                }
                 let mut count = 0usize;
                 let listings = rd::rd_kafka_ListConsumerGroups_result_valid(result, &mut count);
                 let names = (0..count)

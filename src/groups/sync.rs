@@ -24,10 +24,12 @@ use super::TopicPartition;
 use crate::clusters::{Cluster, CONNECT_TIMEOUT};
 use crate::error_chain::one_line;
 use crate::failpoints::{self, crash_point};
+use crate::offsets::history::read_positions;
 use crate::pattern::NamePattern;
 use crate::read::{first_committed, Side};
 use crate::replication::layout::{Lane, Layout};
 use crate::replication::membership::LaneOwnership;
+use crate::replication::progress::InternalTopics;
 use crate::shutdown::Shutdown;
 use crate::topics::filter::TopicFilter;
 
@@ -78,6 +80,9 @@ impl GroupSync {
                     one_line(&e)
                 ),
                 Err(e) => tracing::error!("group sync round panicked: {e}"),
+            }
+            for (group, applied) in &last_applied {
+                crate::metrics::group_translation_age(group, applied.elapsed().as_secs_f64());
             }
         }
     }
@@ -202,10 +207,10 @@ impl GroupSync {
             last_applied.insert(group, Instant::now());
         }
         for (group, r) in &rereads {
-            let age = last_applied
-                .get(group)
-                .map_or(f64::INFINITY, |t| t.elapsed().as_secs_f64());
-            crate::metrics::group_synced(group, age, *r);
+            crate::metrics::group_rereads(group, *r);
+            if !last_applied.contains_key(group) {
+                crate::metrics::group_translation_age(group, f64::INFINITY);
+            }
         }
         let synced = rereads.len();
         send(
@@ -279,29 +284,53 @@ impl GroupSync {
     }
 
     /// Source end of committed data and replicated position per partition.
+    ///
+    /// The local cache is current only for the lanes this instance copies;
+    /// the others' positions come from the position topic on the target. A
+    /// partition with no position has copied nothing: its copy starts at the
+    /// source's first offset, which retention may have moved past 0.
     fn source_ends(
         &self,
         partitions: &[TopicPartition],
         observed_at_ms: i64,
     ) -> anyhow::Result<GroupsTopicRecord> {
         let side: Side = self.source.side(1024, Duration::from_secs(30));
-        let mut ends = Vec::new();
-        let distinct: BTreeSet<&TopicPartition> = partitions.iter().collect();
+        let distinct: BTreeSet<TopicPartition> = partitions.iter().cloned().collect();
+        let owned = |(topic, partition): &TopicPartition| {
+            self.lanes.is_owned(
+                self.layout
+                    .lane_of(&SourcePartition::new(topic, *partition)),
+            )
+        };
+        let elsewhere: BTreeSet<TopicPartition> =
+            distinct.iter().filter(|tp| !owned(tp)).cloned().collect();
+        let positions = if elsewhere.is_empty() {
+            BTreeMap::new()
+        } else {
+            let target = self.target.side(1024, Duration::from_secs(30));
+            let topic = InternalTopics::for_alias(&self.alias).position;
+            read_positions(&target, &topic, &elsewhere)?
+        };
         let stable_ends = side.stable_watermarks_of(
             &distinct
                 .iter()
                 .map(|(topic, partition)| SourcePartition::new(topic, *partition))
                 .collect::<Vec<_>>(),
         )?;
-        for (topic, partition) in distinct {
-            let (_, high) = stable_ends[&SourcePartition::new(topic, *partition)];
-            let position = self
-                .state
-                .checkpoint(&SourcePartition::new(topic.clone(), *partition))?
-                .map_or(0, |c| c.next_source_offset);
+        let mut ends = Vec::new();
+        for tp in distinct {
+            let (topic, partition) = &tp;
+            let key = SourcePartition::new(topic, *partition);
+            let (low, high) = stable_ends[&key];
+            let position = if owned(&tp) {
+                self.state.checkpoint(&key)?.map(|c| c.next_source_offset)
+            } else {
+                positions.get(&tp).map(|p| p.next_source_offset)
+            }
+            .unwrap_or(low);
             // Only transaction markers past the position: nothing is missing.
             let end = if position < high
-                && first_committed(&side, topic, *partition, position, high)?.is_none()
+                && first_committed(&side, topic, *partition, position.max(low), high)?.is_none()
             {
                 position
             } else {

@@ -16,24 +16,12 @@ use eosmirror_state::SourcePartition;
 /// Offset mappings by source topic and partition.
 pub type Mappings = BTreeMap<(String, i32), OffsetMap>;
 
-/// Reads the whole progress topic (committed records only) into one
-/// mapping per wanted source partition. Also tells whether its history
-/// was truncated by retention.
-pub fn read_mappings(
-    target: &Side,
-    progress_topic: &str,
-    wanted: &BTreeSet<(String, i32)>,
-) -> anyhow::Result<(Mappings, bool)> {
-    let (histories, _, truncated) =
-        read_histories(target, progress_topic, wanted, None, &Needed::All)?;
-    Ok((seal(histories), truncated))
-}
-
 /// Per source partition, an end offset on the target (its partition of the
 /// same number).
 pub type TargetEnds = BTreeMap<(String, i32), i64>;
 
-/// [`read_mappings`] as of a snapshot of the target: per partition, only the
+/// The offset mappings of `ends`' partitions from the progress topic (its
+/// committed records) as of a snapshot of the target: per partition, only the
 /// commits whose copies all lie below the snapshot's end (`ends`). A commit
 /// that ends past it was made after the snapshot, while the progress topic
 /// is read later, and its source records are not in the snapshot yet.
@@ -57,9 +45,11 @@ pub fn read_mappings_as_of(
     Ok((seal(histories), later, truncated))
 }
 
-/// [`read_mappings`] with each partition's latest position merged in, so
-/// a partition idle for longer than the progress topic's retention still
-/// translates.
+/// One offset mapping per wanted source partition: its history in the
+/// progress topic (committed records only) with its latest position merged
+/// in, so a partition idle for longer than the progress topic's retention
+/// still translates. Also tells whether a history needed was truncated by
+/// retention.
 ///
 /// Positions are read *before* the history: a tail newer than the runs
 /// read would skip the records of the commits in between, while an older
@@ -105,20 +95,12 @@ fn read_histories(
     needed: &Needed,
 ) -> anyhow::Result<(Histories, TargetEnds, bool)> {
     let ranges = internal_topic_ranges(target, progress_topic)?;
-    // A source partition's records are all in one internal partition (its
-    // lane's: the partition count is the lane count), in commit order.
     let layout = Layout::new(ranges.len() as u32).ok();
-    let lane_of = |key: &(String, i32)| {
-        layout.map(|layout| {
-            layout
-                .lane_of(&SourcePartition::new(&key.0, key.1))
-                .internal_partition()
-        })
-    };
+    let lane_of = |key: &(String, i32)| layout.map(|layout| lane_partition(layout, key));
     let mut truncated = false;
     let mut histories = Histories::new();
     let mut later = TargetEnds::new();
-    for (partition, low, high) in ranges.iter().copied() {
+    for (partition, low, high) in holding(ranges, wanted) {
         let (start, covered) = match needed {
             Needed::All => (low, false),
             _ => {
@@ -232,7 +214,8 @@ pub fn read_positions(
     wanted: &BTreeSet<(String, i32)>,
 ) -> anyhow::Result<BTreeMap<(String, i32), ProgressRecord>> {
     let mut latest = BTreeMap::new();
-    for (partition, low, high) in internal_topic_ranges(target, position_topic)? {
+    let ranges = internal_topic_ranges(target, position_topic)?;
+    for (partition, low, high) in holding(ranges, wanted) {
         for_each_record(target, position_topic, partition, low, high, |record| {
             let key = (record.source.topic.clone(), record.source.partition);
             if wanted.contains(&key) {
@@ -241,6 +224,33 @@ pub fn read_positions(
         })?;
     }
     Ok(latest)
+}
+
+/// The internal partition that holds `key`'s records: all of a source
+/// partition's records are in its lane's partition (the partition count is
+/// the lane count), in commit order.
+fn lane_partition(layout: Layout, key: &(String, i32)) -> i32 {
+    layout
+        .lane_of(&SourcePartition::new(&key.0, key.1))
+        .internal_partition()
+}
+
+/// The `ranges` of an internal topic that hold records of `wanted`: the
+/// lanes of other partitions are not read (all are, if the partition count
+/// is no lane count).
+fn holding(
+    ranges: Vec<(i32, i64, i64)>,
+    wanted: &BTreeSet<(String, i32)>,
+) -> impl Iterator<Item = (i32, i64, i64)> {
+    let lanes: Option<BTreeSet<i32>> = Layout::new(ranges.len() as u32).ok().map(|layout| {
+        wanted
+            .iter()
+            .map(|key| lane_partition(layout, key))
+            .collect()
+    });
+    ranges
+        .into_iter()
+        .filter(move |(partition, _, _)| lanes.as_ref().is_none_or(|l| l.contains(partition)))
 }
 
 /// Decodes the committed progress records of `topic`-`partition` in

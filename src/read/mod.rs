@@ -52,7 +52,7 @@ pub enum ReadError {
         #[source]
         source: Box<WatermarksError>,
     },
-    #[error("{side} {topic}-{partition}: records from offset {requested} were deleted (the partition now starts at a later offset) while verify read them")]
+    #[error("{side} {topic}-{partition}: records from offset {requested} were deleted (the partition now starts at a later offset) before they were read")]
     Deleted {
         side: &'static str,
         topic: String,

@@ -16,7 +16,7 @@ use crate::config::ClientRole;
 use crate::groups::apply::apply;
 use crate::groups::record::read_recorded;
 use crate::groups::translate::{translate_offsets, GroupTranslation};
-use crate::offsets::history::read_mappings;
+use crate::offsets::history::read_mappings_with_positions;
 use crate::pattern::NamePattern;
 use crate::replication::progress::InternalTopics;
 
@@ -63,9 +63,19 @@ pub struct FailoverReport {
     pub source_observed_at_ms: i64,
     /// What each partition may have lost: the recovery point.
     pub rpo: Vec<PartitionRpo>,
+    /// Groups left where they were, each with the reason and what to do.
+    /// In a failover every group that can move moves: one group that cannot
+    /// (an abandoned one whose mapping expired, one with consumers already
+    /// on the target) must not hold back the others.
+    pub problems: Vec<String>,
 }
 
 impl FailoverReport {
+    /// Every matching group was moved.
+    pub fn complete(&self) -> bool {
+        self.problems.is_empty()
+    }
+
     pub fn to_text(&self) -> String {
         let mut out = String::new();
         for g in &self.groups {
@@ -83,11 +93,15 @@ impl FailoverReport {
                 p.topic, p.partition, p.source_end, p.replicated_position, p.unreplicated_offsets
             );
         }
+        for problem in &self.problems {
+            let _ = writeln!(out, "problem: {problem}");
+        }
         let lost: i64 = self.rpo.iter().map(|p| p.unreplicated_offsets).sum();
         let _ = writeln!(
             out,
-            "failover: {} group(s) applied; at most {lost} source offsets were not replicated",
-            self.groups.len()
+            "failover: {} group(s) applied, {} not; at most {lost} source offsets were not replicated",
+            self.groups.len(),
+            self.problems.len()
         );
         out
     }
@@ -117,29 +131,37 @@ pub fn failover(options: &FailoverOptions) -> anyhow::Result<FailoverReport> {
     }
 
     let mut translations = Vec::new();
+    let mut problems = Vec::new();
     for g in groups {
         let offsets: BTreeMap<_, _> = g
             .offsets
             .iter()
             .map(|(t, p, o)| ((t.clone(), *p), *o))
             .collect();
-        let translation = translate_offsets(&target, alias, &g.group, &offsets)?;
-        if translation.target_offsets().is_none() {
-            bail!("{}group {:?} cannot fail over: some partitions have no translation; nothing was committed for it", translation.to_text(), g.group);
+        let mut translation = translate_offsets(&target, alias, &g.group, &offsets)?;
+        let Some(to_commit) = translation.target_offsets() else {
+            let untranslated = translation
+                .partitions
+                .iter()
+                .filter_map(|p| {
+                    let error = p.error.as_ref()?;
+                    Some(format!("{}-{}: {error}", p.topic, p.partition))
+                })
+                .collect::<Vec<_>>()
+                .join("; ");
+            problems.push(format!(
+                "group {:?} was not moved, some of its partitions have no translation ({untranslated}); a group abandoned on the source can be left out with --groups",
+                g.group
+            ));
+            continue;
+        };
+        match apply(&target.groups(), &g.group, &to_commit, options.allow_rewind) {
+            Ok(applied) => {
+                translation.record_applied(&applied);
+                translations.push(translation);
+            }
+            Err(e) => problems.push(e.to_string()),
         }
-        translations.push(translation);
-    }
-    // Translate everything first, then apply: a failure leaves no group
-    // half-moved because of another group's problem.
-    for translation in &mut translations {
-        let offsets = translation.target_offsets().expect("checked above");
-        let applied = apply(
-            &target.groups(),
-            &translation.group,
-            &offsets,
-            options.allow_rewind,
-        )?;
-        translation.record_applied(&applied);
     }
 
     let wanted = ends
@@ -147,7 +169,7 @@ pub fn failover(options: &FailoverOptions) -> anyhow::Result<FailoverReport> {
         .iter()
         .map(|(t, p, _, _)| (t.clone(), *p))
         .collect();
-    let (maps, _) = read_mappings(&side, &topics.progress, &wanted)?;
+    let (maps, _) = read_mappings_with_positions(&side, &topics, &wanted)?;
     let rpo = ends
         .partitions
         .iter()
@@ -167,6 +189,7 @@ pub fn failover(options: &FailoverOptions) -> anyhow::Result<FailoverReport> {
         })
         .collect();
     Ok(FailoverReport {
+        problems,
         groups: translations,
         source_observed_at_ms: ends.observed_at_ms,
         rpo,

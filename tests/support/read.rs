@@ -43,7 +43,6 @@ impl Cluster {
         let ranges: BTreeMap<i32, (i64, i64)> = (0..partitions)
             .map(|p| (p, self.watermarks_with(&mut watermarks, topic, p)))
             .collect();
-        let ends: BTreeMap<i32, i64> = ranges.iter().map(|(&p, &(_, high))| (p, high)).collect();
         let consumer: BaseConsumer = self
             .client_config()
             // A group id lets librdkafka report positions; nothing is committed.
@@ -90,12 +89,14 @@ impl Cluster {
             // The position moves past transaction markers and aborted
             // records too, which are never returned as messages.
             let positions = consumer.position().expect("positions");
-            let behind: Vec<i32> = ends
+            let behind: Vec<i32> = ranges
                 .iter()
-                .filter(|(&p, &end)| {
+                .filter(|(&p, &(low, end))| {
+                    // No position before a first fetch: still at the start,
+                    // which is the end of a partition retention emptied.
                     let at = match positions.find_partition(topic, p).map(|e| e.offset()) {
                         Some(Offset::Offset(o)) => o,
-                        _ => 0,
+                        _ => low,
                     };
                     at < end
                 })
