@@ -10,7 +10,7 @@ use std::time::Duration;
 use support::mirror::{
     assert_exact_copy, by_partition, count_committed, tail, wait_for_copy, Mirror, MirrorSetup,
 };
-use support::{bed, unique_name, Cluster, Isolation, ReadRecord, TestRecord};
+use support::{bed, unique_name, Cluster, Isolation, ReadRecord, TestRecord, TxnOutcome};
 
 /// How long a copy may take on a busy machine.
 const COPY_LIMIT: Duration = Duration::from_secs(180);
@@ -340,6 +340,78 @@ fn source_truncation_while_running_is_a_named_gap() {
 /// With a pattern `--include`, topics created while eosmirror runs and
 /// partitions added to a replicated source topic are picked up at the next
 /// refresh: copied exactly, target topics created or grown to match.
+/// A transactional source ends each transaction with a commit marker after
+/// its records. The copy's position goes past it even when no record
+/// follows, so a group caught up at the source's end translates with
+/// nothing to read again, and once retention (here DeleteRecords up to the
+/// end) has deleted the records and the marker, the next run finds no gap.
+#[test]
+fn a_deleted_trailing_transaction_marker_is_no_gap() {
+    let bed = bed();
+    let topic = bed.source.create_topic("edges-marker", 1);
+    bed.source
+        .produce_transaction(&topic, &records("first", 0, 10), TxnOutcome::Commit);
+    let (_, end) = bed.source.watermarks(&topic, 0);
+    assert_eq!(end, 11, "10 records and the commit marker");
+    let group = unique_name("caught-up");
+    bed.source.commit_group(&group, &[(&topic, 0, end)]);
+
+    let setup = MirrorSetup::new(&bed.source.bootstrap, &bed.target.bootstrap);
+    let metrics = support::free_local_address();
+    let mut mirror = setup.start(
+        &topic,
+        &[
+            "--groups.sync",
+            &group,
+            "--groups.sync.interval.secs",
+            "1",
+            "--metrics.address",
+            &metrics,
+        ],
+    );
+    wait_for_copy(&bed.source, &bed.target, &topic, COPY_LIMIT, &mut mirror);
+    mirror.wait_until(
+        Duration::from_secs(30),
+        Duration::from_millis(200),
+        || {
+            let scraped = support::scrape_metrics(&metrics);
+            let rereads =
+                support::metric_value(&scraped, "eosmirror_group_rereads", &[("group", &group)]);
+            (rereads == Some(0.0)).then_some(())
+        },
+        |output| {
+            format!(
+                "the group at the source's end kept a re-read count: {}\n{}",
+                support::scrape_metrics(&metrics),
+                tail(output, 40)
+            )
+        },
+    );
+    assert_eq!(mirror.stop(EXIT_LIMIT), 0, "{}", mirror.output());
+
+    bed.source.delete_records(&topic, 0, end);
+    bed.source
+        .produce_transaction(&topic, &records("second", 0, 5), TxnOutcome::Commit);
+    let mut mirror = setup.start(&topic, &[]);
+    wait_for_counts(&bed.target, &topic, &BTreeMap::from([(0, 15)]), &mut mirror);
+    assert_eq!(mirror.stop(EXIT_LIMIT), 0, "{}", mirror.output());
+    let output = mirror.output();
+    assert!(
+        !output.contains("were deleted") && !output.contains("skipping"),
+        "only a marker was deleted past the copy:\n{output}"
+    );
+    let copied: Vec<_> = partition_records(&bed.target, &topic, 0)
+        .iter()
+        .map(|r| r.value.clone())
+        .collect();
+    let produced: Vec<_> = records("first", 0, 10)
+        .into_iter()
+        .chain(records("second", 0, 5))
+        .map(|r| r.value)
+        .collect();
+    assert_eq!(copied, produced);
+}
+
 #[test]
 fn new_topics_and_partitions_are_picked_up_while_running() {
     let bed = bed();

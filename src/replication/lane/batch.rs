@@ -66,6 +66,14 @@ impl LaneSession<'_> {
         let consumer = &self.consumer;
         let Some(first) = next_record(consumer, lane, &self.last_source_warning, limits.idle_poll)?
         else {
+            // Nothing to copy, but the consumer may have read past markers
+            // or aborted records since the last commit: recorded once, in a
+            // transaction of position records alone.
+            if self.note_read_past_copies() {
+                self.producer.begin()?;
+                self.latency.start();
+                return self.commit_batch(Instant::now(), 0);
+            }
             self.producer.serve_events();
             return Ok(BatchEnd::Idle);
         };
@@ -172,7 +180,49 @@ impl LaneSession<'_> {
                 None => break,
             }
         }
+        self.note_read_past_copies();
+        self.commit_batch(started, bytes)
+    }
 
+    /// Records how far the source consumer read past each partition's last
+    /// copy: the transaction markers and aborted records after it, which
+    /// librdkafka reads without returning them. Without this, a partition
+    /// whose last source transaction's marker was then deleted (retention,
+    /// DeleteRecords) would resume before the source's first offset, a gap
+    /// where no record was lost, and a group caught up at the end would
+    /// translate to a re-read. A partition the batch did not touch joins it
+    /// with no copies. Returns whether one did.
+    fn note_read_past_copies(&mut self) -> bool {
+        let Ok(fetched) = self.consumer.position() else {
+            return false;
+        };
+        let mut joined = false;
+        for (cursor, read_to) in self
+            .consumer_positions(Some(&fetched))
+            .into_iter()
+            .enumerate()
+        {
+            match &mut self.touched[cursor] {
+                Some(t) => t.next_source_offset = t.next_source_offset.max(read_to),
+                none if read_to > self.cursors[cursor].committed.next_source_offset => {
+                    *none = Some(Touched {
+                        next_source_offset: read_to,
+                        records: 0,
+                        bytes: 0,
+                    });
+                    self.touched_order.push(cursor);
+                    joined = true;
+                }
+                _ => {}
+            }
+        }
+        joined
+    }
+
+    /// Flushes the open batch, checks it, adds its progress and position
+    /// records and commits it. `started` is when its first record was read.
+    fn commit_batch(&mut self, started: Instant, bytes: usize) -> Result<BatchEnd, TxnFailure> {
+        let lane = self.worker.lane;
         let ready = ffi::polled_queue_length(self.consumer.client()) > 0;
         crash_point!(failpoints::LANE_AFTER_SEND);
         let filled = Instant::now();
@@ -315,18 +365,22 @@ impl LaneSession<'_> {
             let Some(runs) = runs_from_deliveries(&pairs) else {
                 return Err(self.order_violated(cursor, pairs[0].0));
             };
-            let (first_source, first_target) = pairs[0];
-            if first_target < c.committed.next_target_offset {
-                return Err(TxnFailure {
-                    disposition: Disposition::Fatal,
-                    detail: format!(
-                        "{}: copies landed at target offset {first_target} below the committed target position {}: another writer or a truncated target",
-                        c.partition, c.committed.next_target_offset
-                    ),
-                    slot: self.slot_of(cursor, first_source),
-                });
+            if let Some(&(first_source, first_target)) = pairs.first() {
+                if first_target < c.committed.next_target_offset {
+                    return Err(TxnFailure {
+                        disposition: Disposition::Fatal,
+                        detail: format!(
+                            "{}: copies landed at target offset {first_target} below the committed target position {}: another writer or a truncated target",
+                            c.partition, c.committed.next_target_offset
+                        ),
+                        slot: self.slot_of(cursor, first_source),
+                    });
+                }
             }
-            let next_target_offset = pairs.last().expect("touched cursor has a copy").1 + 1;
+            // Read past markers only: the target position stays.
+            let next_target_offset = pairs
+                .last()
+                .map_or(c.committed.next_target_offset, |&(_, target)| target + 1);
             records.push((
                 cursor,
                 ProgressRecord {
@@ -415,7 +469,7 @@ impl LaneSession<'_> {
     fn committed(&mut self, records: Vec<(usize, ProgressRecord)>, reports: Vec<Delivery>) {
         // Every record sent gets exactly one delivery outcome, and a
         // committed transaction's records were all delivered.
-        debug_assert_eq!(reports.len(), self.slots.len(), "internal record reports");
+        assert_eq!(reports.len(), self.slots.len(), "internal record reports");
         let mut position_offsets = HashMap::with_capacity(records.len());
         for report in &reports {
             if let (Some(&Slot::Position { cursor }), Ok(offset)) =
@@ -429,10 +483,13 @@ impl LaneSession<'_> {
         for (cursor, record) in records {
             let touched = self.touched[cursor].expect("touched cursor");
             let c = &mut self.cursors[cursor];
-            // Invariant: a partition's replicated position only moves forward.
+            // Invariant: a partition's replicated position only moves
+            // forward, its target position with every copy.
             assert!(
                 record.next_source_offset > c.committed.next_source_offset
-                    && record.next_target_offset > c.committed.next_target_offset,
+                    && record.next_target_offset >= c.committed.next_target_offset
+                    && (touched.records == 0
+                        || record.next_target_offset > c.committed.next_target_offset),
                 "{}: position moved backwards",
                 c.partition
             );

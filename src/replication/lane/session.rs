@@ -502,7 +502,7 @@ impl<'w> LaneSession<'w> {
     /// Per cursor, the position `fetched` (the consumer's `position()`)
     /// gives it: past transaction markers and aborted records, which
     /// librdkafka skips; the committed position where it gives none.
-    fn consumer_positions(&self, fetched: Option<&TopicPartitionList>) -> Vec<i64> {
+    pub(super) fn consumer_positions(&self, fetched: Option<&TopicPartitionList>) -> Vec<i64> {
         let mut positions: Vec<i64> = self
             .cursors
             .iter()
