@@ -7,7 +7,9 @@ use anyhow::bail;
 use crate::cli::groups_args::TranslateArgs;
 use crate::clusters::connect_both;
 use crate::groups::apply::apply;
-use crate::groups::translate::{replicated_partitions, translate_offsets, GroupTranslation};
+use crate::groups::translate::{
+    replicated_partitions, translate_groups, GroupOffsets, GroupTranslation,
+};
 use crate::topics::filter::TopicFilter;
 
 /// Runs `eosmirror translate`. Blocking.
@@ -28,8 +30,10 @@ pub fn run(args: &TranslateArgs) -> anyhow::Result<GroupTranslation> {
             args.topic.as_ref().map(|t| format!(" matching {t:?}")).unwrap_or_default()
         );
     }
-    let mut translation =
-        translate_offsets(&target, &endpoints.source_alias, &args.group, &offsets)?;
+    let group = GroupOffsets::from([(args.group.clone(), offsets)]);
+    let mut translation = translate_groups(&target, &endpoints.source_alias, &group)?
+        .pop()
+        .expect("one translation per group");
     if args.apply {
         let Some(target_offsets) = translation.target_offsets() else {
             bail!("{}not applying: some partitions have no translation, and a group is moved all at once or not at all", translation.to_text());

@@ -18,7 +18,7 @@ use rdkafka::producer::{BaseRecord, DefaultProducerContext, Producer, ThreadedPr
 use super::admin::GroupAdmin;
 use super::apply::plan;
 use super::record::{GroupOffsetsRecord, GroupsTopicRecord, SourceEndsRecord};
-use super::translate::{replicated_partitions, translate_offsets};
+use super::translate::{replicated_partitions, translate_groups, GroupOffsets};
 use super::translation::TranslatedOffset;
 use super::TopicPartition;
 use crate::clusters::{Cluster, CONNECT_TIMEOUT};
@@ -54,6 +54,17 @@ pub struct GroupSync {
     /// Which lane copies a partition: the cache is current only for the
     /// lanes this instance owns.
     pub layout: Layout,
+}
+
+/// A group's offsets as far as the local cache translates them.
+#[derive(Default)]
+struct CachedTranslation {
+    /// Target offsets of the partitions the cache translated.
+    translated: BTreeMap<TopicPartition, i64>,
+    /// Their re-read count.
+    rereads: i64,
+    /// Source offsets of the partitions the cache could not translate.
+    unknown: BTreeMap<TopicPartition, i64>,
 }
 
 impl GroupSync {
@@ -114,8 +125,7 @@ impl GroupSync {
         // per cluster: a round costs a few round trips, not a few per group.
         let source_admin = GroupAdmin::new("source", &self.source.connection, CONNECT_TIMEOUT)?;
         let target_admin = GroupAdmin::new("target", &self.target.connection, CONNECT_TIMEOUT)?;
-        let mut translated = BTreeMap::new();
-        let mut rereads = BTreeMap::new();
+        let mut cached = BTreeMap::new();
         for (group, offsets) in source_admin.committed(&names, &partitions) {
             let offsets = match offsets {
                 Ok(o) if o.is_empty() => continue,
@@ -137,16 +147,16 @@ impl GroupSync {
                     observed_at_ms,
                 }),
             )?;
-            match self.translate(&group, &offsets) {
-                Ok((target_offsets, r)) => {
-                    translated.insert(group.clone(), target_offsets);
-                    rereads.insert(group, r);
+            match self.translate_cached(&offsets) {
+                Ok(partial) => {
+                    cached.insert(group, partial);
                 }
                 Err(e) => {
                     tracing::warn!(%group, "group sync: not translated this round: {}", one_line(&e))
                 }
             }
         }
+        let (translated, rereads) = self.translate_rest(cached);
 
         // Only groups nobody consumes on the target are written.
         let candidates: Vec<String> = translated.keys().cloned().collect();
@@ -234,15 +244,13 @@ impl GroupSync {
         Ok(last_applied)
     }
 
-    /// Target offsets for a group's source offsets, and the re-read count.
-    fn translate(
+    /// What the local cache translates of a group's source offsets; the
+    /// rest is left for [`GroupSync::translate_rest`].
+    fn translate_cached(
         &self,
-        group: &str,
         offsets: &BTreeMap<TopicPartition, i64>,
-    ) -> anyhow::Result<(BTreeMap<TopicPartition, i64>, i64)> {
-        let mut translated = BTreeMap::new();
-        let mut unknown = BTreeMap::new();
-        let mut rereads = 0;
+    ) -> anyhow::Result<CachedTranslation> {
+        let mut partial = CachedTranslation::default();
         for ((topic, partition), &offset) in offsets {
             let key = SourcePartition::new(topic.clone(), *partition);
             // One snapshot of the cache: a tail taken after a commit the
@@ -253,34 +261,89 @@ impl GroupSync {
                 // without this cache (a tail from before a lane moved
                 // would translate short for good).
                 Some(OffsetLookup::Tail(_)) if !self.lanes.is_owned(self.layout.lane_of(&key)) => {
-                    unknown.insert((topic.clone(), *partition), offset);
+                    partial.unknown.insert((topic.clone(), *partition), offset);
                 }
                 Some(lookup) => {
                     let t = TranslatedOffset::from_lookup(offset, lookup);
-                    translated.insert((topic.clone(), *partition), t.target_offset);
-                    rereads += t.rereads;
+                    partial
+                        .translated
+                        .insert((topic.clone(), *partition), t.target_offset);
+                    partial.rereads += t.rereads;
                 }
                 None => {
-                    unknown.insert((topic.clone(), *partition), offset);
+                    partial.unknown.insert((topic.clone(), *partition), offset);
                 }
             }
         }
+        Ok(partial)
+    }
+
+    /// Completes the cache's translations from the mapping on the target,
+    /// read once for every group's unknown partitions. Returns each fully
+    /// translated group's target offsets and re-read count; a group with a
+    /// partition that has no translation is left out this round (logged).
+    fn translate_rest(
+        &self,
+        cached: BTreeMap<String, CachedTranslation>,
+    ) -> (
+        BTreeMap<String, BTreeMap<TopicPartition, i64>>,
+        BTreeMap<String, i64>,
+    ) {
+        let unknown: GroupOffsets = cached
+            .iter()
+            .filter(|(_, c)| !c.unknown.is_empty())
+            .map(|(group, c)| (group.clone(), c.unknown.clone()))
+            .collect();
+        let mut from_history = BTreeMap::new();
         if !unknown.is_empty() {
-            let from_history = translate_offsets(&self.target, &self.alias, group, &unknown)?;
-            for p in from_history.partitions {
-                let Some(t) = p.translation else {
-                    anyhow::bail!(
-                        "group {group}: {}-{} has no translation: {}",
-                        p.topic,
-                        p.partition,
-                        p.error.unwrap_or_default()
-                    );
-                };
-                rereads += t.rereads;
-                translated.insert((p.topic, p.partition), t.target_offset);
+            match translate_groups(&self.target, &self.alias, &unknown) {
+                Ok(translations) => {
+                    from_history = translations
+                        .into_iter()
+                        .map(|t| (t.group.clone(), t))
+                        .collect();
+                }
+                Err(e) => tracing::warn!(
+                    groups = unknown.len(),
+                    "group sync: the mapping on the target was not read this round: {}",
+                    one_line(&e)
+                ),
             }
         }
-        Ok((translated, rereads))
+        let mut translated = BTreeMap::new();
+        let mut rereads = BTreeMap::new();
+        for (group, mut partial) in cached {
+            if !partial.unknown.is_empty() {
+                let Some(history) = from_history.remove(&group) else {
+                    continue;
+                };
+                let complete = history.partitions.into_iter().all(|p| match p.translation {
+                    Some(t) => {
+                        partial.rereads += t.rereads;
+                        partial
+                            .translated
+                            .insert((p.topic, p.partition), t.target_offset);
+                        true
+                    }
+                    None => {
+                        tracing::warn!(
+                            %group,
+                            "group sync: not translated this round: {}-{} has no translation: {}",
+                            p.topic,
+                            p.partition,
+                            p.error.unwrap_or_default()
+                        );
+                        false
+                    }
+                });
+                if !complete {
+                    continue;
+                }
+            }
+            translated.insert(group.clone(), partial.translated);
+            rereads.insert(group, partial.rereads);
+        }
+        (translated, rereads)
     }
 
     /// Source end of committed data and replicated position per partition.

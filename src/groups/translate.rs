@@ -133,40 +133,48 @@ pub fn replicated_partitions(
         .collect())
 }
 
-/// Translates `offsets` (a group's committed source offsets) through the
-/// mapping on the target.
-pub fn translate_offsets(
+/// Committed source offsets per group.
+pub type GroupOffsets = BTreeMap<String, BTreeMap<TopicPartition, i64>>;
+
+/// Translates each group's committed source offsets through the mapping on
+/// the target, in the groups' order. The mapping of the union of their
+/// partitions is read once: a history of days, read again for each of many
+/// groups, would keep a cutover's outage window open that many times over.
+pub fn translate_groups(
     target: &Cluster,
     alias: &str,
-    group: &str,
-    offsets: &BTreeMap<TopicPartition, i64>,
-) -> anyhow::Result<GroupTranslation> {
+    groups: &GroupOffsets,
+) -> anyhow::Result<Vec<GroupTranslation>> {
     let side = target.side(MAPPING_QUEUE_KBYTES, Duration::from_secs(120));
-    let wanted: BTreeSet<TopicPartition> = offsets.keys().cloned().collect();
+    let wanted: BTreeSet<TopicPartition> =
+        groups.values().flat_map(|o| o.keys()).cloned().collect();
     let topics = InternalTopics::for_alias(alias);
     // A partition idle for longer than the progress topic's retention has
     // no mapping left there, but the compacted position topic keeps its
     // replicated tail for ever: groups caught up on it still translate.
     let (maps, truncated) = read_mappings_with_positions(&side, &topics, &wanted)?;
     let empty = Default::default();
-    let partitions = offsets
+    let translation_of = |(topic, partition): &TopicPartition, source_offset: i64| {
+        let map = maps.get(&(topic.clone(), *partition)).unwrap_or(&empty);
+        let result = translate(map, truncated, source_offset);
+        PartitionTranslation {
+            topic: topic.clone(),
+            partition: *partition,
+            source_offset,
+            error: result.as_ref().err().map(|e| e.to_string()),
+            translation: result.ok(),
+            action: None,
+            target_offset_before: None,
+        }
+    };
+    Ok(groups
         .iter()
-        .map(|((topic, partition), &source_offset)| {
-            let map = maps.get(&(topic.clone(), *partition)).unwrap_or(&empty);
-            let result = translate(map, truncated, source_offset);
-            PartitionTranslation {
-                topic: topic.clone(),
-                partition: *partition,
-                source_offset,
-                error: result.as_ref().err().map(|e| e.to_string()),
-                translation: result.ok(),
-                action: None,
-                target_offset_before: None,
-            }
+        .map(|(group, offsets)| GroupTranslation {
+            group: group.clone(),
+            partitions: offsets
+                .iter()
+                .map(|(tp, &offset)| translation_of(tp, offset))
+                .collect(),
         })
-        .collect();
-    Ok(GroupTranslation {
-        group: group.to_string(),
-        partitions,
-    })
+        .collect())
 }

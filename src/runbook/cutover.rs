@@ -24,7 +24,9 @@ use serde::Serialize;
 
 use crate::clusters::{connect_both, Endpoints};
 use crate::groups::apply::apply;
-use crate::groups::translate::{replicated_partitions, translate_offsets, GroupTranslation};
+use crate::groups::translate::{
+    replicated_partitions, translate_groups, GroupOffsets, GroupTranslation,
+};
 use crate::groups::TopicPartition;
 use crate::offsets::history::read_positions;
 use crate::pattern::NamePattern;
@@ -364,6 +366,7 @@ pub fn cutover(options: &CutoverOptions) -> anyhow::Result<CutoverReport> {
                 options.groups_given
             ));
         }
+        let mut final_offsets = GroupOffsets::new();
         for group in names {
             let membership = source.groups().membership(&group)?;
             if !membership.members.is_empty() {
@@ -374,16 +377,18 @@ pub fn cutover(options: &CutoverOptions) -> anyhow::Result<CutoverReport> {
                 continue;
             }
             let offsets = source.groups().committed(&group, &partitions)?;
-            if offsets.is_empty() {
-                continue;
+            if !offsets.is_empty() {
+                final_offsets.insert(group, offsets);
             }
-            let mut translation = translate_offsets(&target, alias, &group, &offsets)?;
+        }
+        for mut translation in translate_groups(&target, alias, &final_offsets)? {
+            let group = &translation.group;
             match translation.target_offsets() {
                 None => problems.push(format!(
                     "group {group:?}: some partitions have no translation"
                 )),
                 Some(to_commit) => {
-                    match apply(&target.groups(), &group, &to_commit, options.allow_rewind) {
+                    match apply(&target.groups(), group, &to_commit, options.allow_rewind) {
                         Ok(applied) => translation.record_applied(&applied),
                         Err(e) => problems.push(e.to_string()),
                     }

@@ -3,7 +3,6 @@
 //! on the target, and report the recovery point: what the source had that
 //! was not replicated when it was last observed.
 
-use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -15,7 +14,7 @@ use crate::clusters::Cluster;
 use crate::config::ClientRole;
 use crate::groups::apply::apply;
 use crate::groups::record::read_recorded;
-use crate::groups::translate::{translate_offsets, GroupTranslation};
+use crate::groups::translate::{translate_groups, GroupOffsets, GroupTranslation};
 use crate::offsets::history::read_mappings_with_positions;
 use crate::pattern::NamePattern;
 use crate::replication::progress::InternalTopics;
@@ -130,15 +129,16 @@ pub fn failover(options: &FailoverOptions) -> anyhow::Result<FailoverReport> {
         );
     }
 
+    let offsets: GroupOffsets = groups
+        .iter()
+        .map(|g| {
+            let offsets = g.offsets.iter().map(|(t, p, o)| ((t.clone(), *p), *o));
+            (g.group.clone(), offsets.collect())
+        })
+        .collect();
     let mut translations = Vec::new();
     let mut problems = Vec::new();
-    for g in groups {
-        let offsets: BTreeMap<_, _> = g
-            .offsets
-            .iter()
-            .map(|(t, p, o)| ((t.clone(), *p), *o))
-            .collect();
-        let mut translation = translate_offsets(&target, alias, &g.group, &offsets)?;
+    for mut translation in translate_groups(&target, alias, &offsets)? {
         let Some(to_commit) = translation.target_offsets() else {
             let untranslated = translation
                 .partitions
@@ -151,11 +151,16 @@ pub fn failover(options: &FailoverOptions) -> anyhow::Result<FailoverReport> {
                 .join("; ");
             problems.push(format!(
                 "group {:?} was not moved, some of its partitions have no translation ({untranslated}); a group abandoned on the source can be left out with --groups",
-                g.group
+                translation.group
             ));
             continue;
         };
-        match apply(&target.groups(), &g.group, &to_commit, options.allow_rewind) {
+        match apply(
+            &target.groups(),
+            &translation.group,
+            &to_commit,
+            options.allow_rewind,
+        ) {
             Ok(applied) => {
                 translation.record_applied(&applied);
                 translations.push(translation);
