@@ -134,6 +134,14 @@ impl Health {
         }
     }
 
+    /// Whether a session of `lane` runs (or parked) in this process, past
+    /// its start: the local cache then holds the lane's positions as read
+    /// from the target and as committed since. Not while a lane that came
+    /// back starts: its cache may still be from before it left.
+    pub fn copies(&self, lane: Lane) -> bool {
+        self.state().lanes.get(&lane).is_some_and(|l| l.copying)
+    }
+
     /// `/healthz`: every lane made progress within the stall limit.
     pub fn liveness(&self, now: Instant) -> Verdict {
         let mut text = String::new();
@@ -315,6 +323,22 @@ mod tests {
         );
         health.lane_ended(a);
         assert!(health.readiness(Instant::now()).healthy);
+    }
+
+    #[test]
+    fn a_lane_copies_here_from_its_sessions_start_until_its_thread_ends() {
+        let health = Health::new(Duration::from_secs(60), Duration::from_secs(10));
+        let (a, b) = lanes();
+        assert!(!health.copies(a));
+        health.lane_started(a);
+        assert!(!health.copies(a), "started, its session not past its start");
+        health.copying(a, true);
+        assert!(health.copies(a) && !health.copies(b));
+        health.copying(a, false);
+        assert!(!health.copies(a), "between two sessions");
+        health.copying(a, true);
+        health.lane_ended(a);
+        assert!(!health.copies(a), "moved to another instance");
     }
 
     #[test]

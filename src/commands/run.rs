@@ -241,6 +241,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
             state: Arc::clone(&state),
             lanes: Arc::clone(&lanes),
             layout,
+            health: Arc::clone(&health),
         };
         tokio::spawn(sync.run(shutdown.clone()));
     }

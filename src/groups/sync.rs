@@ -24,6 +24,7 @@ use super::TopicPartition;
 use crate::clusters::{Cluster, CONNECT_TIMEOUT};
 use crate::error_chain::one_line;
 use crate::failpoints::{self, crash_point};
+use crate::health::Health;
 use crate::offsets::history::read_positions;
 use crate::pattern::NamePattern;
 use crate::read::{first_committed, Side};
@@ -54,6 +55,8 @@ pub struct GroupSync {
     /// Which lane copies a partition: the cache is current only for the
     /// lanes this instance owns.
     pub layout: Layout,
+    /// Which of them copy here, past their session's start.
+    pub health: Arc<Health>,
 }
 
 /// A group's offsets as far as the local cache translates them.
@@ -244,6 +247,14 @@ impl GroupSync {
         Ok(last_applied)
     }
 
+    /// Whether the local cache holds `partition`'s current position: its
+    /// lane is this instance's and copies here past its session's start
+    /// (which checks the cache against the target).
+    fn cache_current(&self, partition: &SourcePartition) -> bool {
+        let lane = self.layout.lane_of(partition);
+        self.lanes.is_owned(lane) && self.health.copies(lane)
+    }
+
     /// What the local cache translates of a group's source offsets; the
     /// rest is left for [`GroupSync::translate_rest`].
     fn translate_cached(
@@ -260,7 +271,7 @@ impl GroupSync {
                 // this instance copies it; another instance's lane moves on
                 // without this cache (a tail from before a lane moved
                 // would translate short for good).
-                Some(OffsetLookup::Tail(_)) if !self.lanes.is_owned(self.layout.lane_of(&key)) => {
+                Some(OffsetLookup::Tail(_)) if !self.cache_current(&key) => {
                     partial.unknown.insert((topic.clone(), *partition), offset);
                 }
                 Some(lookup) => {
@@ -360,10 +371,7 @@ impl GroupSync {
         let side: Side = self.source.side(1024, Duration::from_secs(30));
         let distinct: BTreeSet<TopicPartition> = partitions.iter().cloned().collect();
         let owned = |(topic, partition): &TopicPartition| {
-            self.lanes.is_owned(
-                self.layout
-                    .lane_of(&SourcePartition::new(topic, *partition)),
-            )
+            self.cache_current(&SourcePartition::new(topic, *partition))
         };
         let elsewhere: BTreeSet<TopicPartition> =
             distinct.iter().filter(|tp| !owned(tp)).cloned().collect();
