@@ -318,6 +318,66 @@ fn translate_idle_partitions_after_their_progress_records_expired() {
     }
 }
 
+/// A partition with nothing copied yet translates to the end of its target
+/// partition, which is not 0 once retention or DeleteRecords emptied it: a
+/// group moved there must not land before the target's first offset.
+#[test]
+fn a_partition_with_nothing_copied_translates_to_the_end_of_its_emptied_target() {
+    let bed = bed();
+    let topic = bed.source.create_topic("groups-emptied", 1);
+    bed.target
+        .create_topic_with(&topic, 1, &[("retention.ms", "-1")]);
+    let old: Vec<TestRecord> = (0..5).map(|i| record(0, "old", i)).collect();
+    bed.target.produce(&topic, &old);
+    bed.target.delete_records(&topic, 0, 5);
+    let group = unique_name("group-emptied");
+    bed.source.commit_group(&group, &[(&topic, 0, 0)]);
+
+    let setup = MirrorSetup::new(&bed.source.bootstrap, &bed.target.bootstrap);
+    let mut mirror = setup.start(&topic, &[]);
+    let args = ["--group", group.as_str(), "--format", "json"];
+    // Translatable once the lane's first session claimed the partition.
+    let translation = mirror.wait_until(
+        Duration::from_secs(60),
+        Duration::from_millis(500),
+        || {
+            let (code, stdout, _) = setup.command("translate", &args);
+            let report: serde_json::Value = serde_json::from_str(&stdout).ok()?;
+            let translation = report["partitions"][0]["translation"].clone();
+            (code == 0 && translation.is_object()).then_some(translation)
+        },
+        |out| format!("the group never translated:\n{out}"),
+    );
+    assert_eq!(
+        translation["target_offset"].as_i64(),
+        Some(5),
+        "{translation}"
+    );
+
+    // The first copy lands there too.
+    let new: Vec<TestRecord> = (0..3).map(|i| record(0, "new", i)).collect();
+    bed.source.produce(&topic, &new);
+    wait_for_copy(
+        &bed.source,
+        &bed.target,
+        &topic,
+        Duration::from_secs(120),
+        &mut mirror,
+    );
+    let (code, stdout, stderr) = setup.command("translate", &args);
+    assert_eq!(code, 0, "{stdout}\n{stderr}");
+    let report: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    let translation = &report["partitions"][0]["translation"];
+    assert_eq!(translation["target_offset"].as_i64(), Some(5), "{report}");
+    assert_eq!(translation["kind"], "exact", "{report}");
+    assert_eq!(
+        mirror.stop(Duration::from_secs(30)),
+        0,
+        "{}",
+        mirror.output()
+    );
+}
+
 /// A consumer that joins `group` and keeps polling until dropped.
 struct ActiveMember {
     stop: Arc<AtomicBool>,

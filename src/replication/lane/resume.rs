@@ -22,7 +22,7 @@ use crate::replication::positions::{
 };
 use crate::replication::progress::Lineage;
 use crate::replication::transaction::TransactionalProducer;
-use crate::replication::watermarks::{self, Watermarks};
+use crate::replication::watermarks;
 
 impl LaneWorker {
     /// One producer lifetime: init, resume every partition, claim, then
@@ -93,21 +93,15 @@ impl LaneWorker {
             Ok(ends) => ends,
             Err(e) => return Ok(SessionEnd::restart("source_watermarks", e.to_string())),
         };
-        // A partition without a position may only be copied into an empty
-        // target partition: one batch of watermarks clears the empty ones.
-        let unrecorded: Vec<SourcePartition> = partitions
-            .iter()
-            .filter(|p| !found.latest.contains_key(*p))
-            .cloned()
-            .collect();
-        let target_ends = match settings.allow_nonempty_target {
-            true => Watermarks::new(),
-            false => match watermarks::fetch_all(&target_watermarks, &unrecorded, METADATA_TIMEOUT)
-            {
+        // A partition that starts (no position, or a topic started over)
+        // may only be copied into an empty target partition, unless
+        // allowed, and its first copy lands at the target partition's end:
+        // one batch of watermarks for all.
+        let target_ends =
+            match watermarks::fetch_all(&target_watermarks, &partitions, METADATA_TIMEOUT) {
                 Ok(ends) => ends,
                 Err(e) => return Ok(SessionEnd::restart("target_check", e.to_string())),
-            },
-        };
+            };
         let mut cursors = Vec::with_capacity(partitions.len());
         for partition in partitions {
             // Thousands of partitions may take a while to open.
@@ -118,9 +112,7 @@ impl LaneWorker {
             };
             let ends = Ends {
                 source: source_ends[&partition],
-                target_empty: target_ends
-                    .get(&partition)
-                    .is_some_and(|&(low, high)| high <= low),
+                target: target_ends[&partition],
             };
             let resume = found.latest.get(&partition);
             match self.open_cursor(&target_watermarks, partition, lineage, resume, ends) {
@@ -249,7 +241,8 @@ impl LaneWorker {
             None => None,
         };
         let (low, end) = ends.source;
-        if resume.is_none() && !settings.allow_nonempty_target && !ends.target_empty {
+        let (target_low, target_end) = ends.target;
+        if resume.is_none() && !settings.allow_nonempty_target && target_end > target_low {
             match target_has_committed_records(
                 &self.target_reader(),
                 target_watermarks,
@@ -269,7 +262,7 @@ impl LaneWorker {
         }
         let mut committed = match resume {
             Some(r) => Committed::from(r),
-            None => Committed::fresh(low),
+            None => Committed::fresh(low, target_end),
         };
         if committed.next_source_offset > end {
             return Err(WorkerError::SourceRewound {
@@ -324,8 +317,9 @@ impl LaneWorker {
 struct Ends {
     /// The source's low and high (last stable) watermarks.
     source: (i64, i64),
-    /// The target partition holds no record at all (so nothing committed).
-    target_empty: bool,
+    /// The target partition's low and high watermarks: where a partition
+    /// that starts lands its first copy, and whether it holds any record.
+    target: (i64, i64),
 }
 
 /// Why reading the resume positions failed.

@@ -53,10 +53,15 @@ impl Committed {
         }
     }
 
-    pub(super) fn fresh(source_start: i64) -> Committed {
+    /// A partition with nothing copied yet: from the source's first offset
+    /// to the target partition's end (0 only for a new target partition;
+    /// one emptied by retention or DeleteRecords, or one allowed to hold
+    /// records already, starts further on, and a group translated to this
+    /// position must land there).
+    pub(super) fn fresh(source_start: i64, target_end: i64) -> Committed {
         Committed {
             next_source_offset: source_start,
-            next_target_offset: 0,
+            next_target_offset: target_end,
             position_offset: -1,
         }
     }
