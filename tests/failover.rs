@@ -5,7 +5,6 @@
 mod support;
 
 use std::path::PathBuf;
-use std::process::Command;
 use std::time::Duration;
 
 use serde_json::Value;
@@ -119,26 +118,9 @@ fn failover_applies_recorded_offsets_and_reports_what_was_not_replicated() {
     std::thread::sleep(Duration::from_secs(2));
     mirror.kill();
     let copied = bed.target.read_all(&topic, Isolation::ReadCommitted);
-    let out = Command::new(env!("CARGO_BIN_EXE_eosmirror"))
-        .args(["failover", "--producer.config"])
-        .arg(&setup.producer_config)
-        .args([
-            "--source.alias",
-            &setup.alias,
-            "--groups",
-            &group,
-            "--format",
-            "json",
-        ])
-        .output()
-        .unwrap();
+    let (code, stdout, stderr) = setup.failover(&group);
     drop(stopped);
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_eq!(code, Some(0), "{stdout}\n{stderr}");
     let report: Value = serde_json::from_str(&stdout).unwrap();
 
     for p in 0..2 {

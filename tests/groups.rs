@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::message::Message;
 use rdkafka::{Offset, TopicPartitionList};
-use support::mirror::{assert_exact_copy, wait_for_copy, MirrorSetup};
+use support::mirror::{assert_exact_copy, wait_for_copy, Mirror, MirrorSetup};
 use support::{
     bed, copy_offset, unique_name, Cluster, Isolation, ReadRecord, TestRecord, TxnOutcome,
 };
@@ -428,42 +428,90 @@ impl Drop for ActiveMember {
     }
 }
 
-#[test]
-fn group_sync_follows_idle_target_groups_and_leaves_active_ones_alone() {
-    let bed = bed();
-    let topic = bed.source.create_topic("groups-sync", 2);
-    let records: Vec<_> = (0..200).map(|i| record(i as i32 % 2, "s", i)).collect();
-    bed.source.produce(&topic, &records);
-    let idle = unique_name("idle");
-    let active = unique_name("active");
-    bed.source
-        .commit_group(&idle, &[(&topic, 0, 30), (&topic, 1, 40)]);
-    bed.source
-        .commit_group(&active, &[(&topic, 0, 10), (&topic, 1, 10)]);
-    bed.target
-        .create_topic_with(&topic, 2, &[("retention.ms", "-1")]);
-    let member = ActiveMember::join(&bed.target, &active, &topic);
+/// A source topic of 2 partitions, an idle and an active source group, the
+/// active one also consuming on the target, and a mirror syncing both every
+/// second that has copied the topic.
+struct TwoGroups {
+    topic: String,
+    idle: String,
+    active: String,
+    setup: MirrorSetup,
+    mirror: Mirror,
+    /// The active group's consumer on the target.
+    member: ActiveMember,
+}
 
-    let setup = MirrorSetup::new(&bed.source.bootstrap, &bed.target.bootstrap);
-    let metrics = support::free_local_address();
-    let pattern = format!("{idle}|{active}");
-    let mut mirror = setup.start(
-        &topic,
-        &[
+impl TwoGroups {
+    /// `records` records over the two partitions; each group committed at
+    /// its offsets of partitions 0 and 1; `extra` arguments for the mirror.
+    fn start(
+        prefix: &str,
+        records: usize,
+        idle_at: [i64; 2],
+        active_at: [i64; 2],
+        extra: &[&str],
+    ) -> TwoGroups {
+        let bed = bed();
+        let topic = bed.source.create_topic(prefix, 2);
+        let produced: Vec<_> = (0..records)
+            .map(|i| record(i as i32 % 2, prefix, i))
+            .collect();
+        bed.source.produce(&topic, &produced);
+        let idle = unique_name("idle");
+        let active = unique_name("active");
+        for (group, [o0, o1]) in [(&idle, idle_at), (&active, active_at)] {
+            bed.source
+                .commit_group(group, &[(&topic, 0, o0), (&topic, 1, o1)]);
+        }
+        bed.target
+            .create_topic_with(&topic, 2, &[("retention.ms", "-1")]);
+        let member = ActiveMember::join(&bed.target, &active, &topic);
+
+        let setup = MirrorSetup::new(&bed.source.bootstrap, &bed.target.bootstrap);
+        let pattern = format!("{idle}|{active}");
+        let mut args = vec![
             "--groups.sync",
             &pattern,
             "--groups.sync.interval.secs",
             "1",
-            "--metrics.address",
-            &metrics,
-        ],
-    );
-    wait_for_copy(
-        &bed.source,
-        &bed.target,
-        &topic,
-        Duration::from_secs(120),
-        &mut mirror,
+        ];
+        args.extend_from_slice(extra);
+        let mut mirror = setup.start(&topic, &args);
+        wait_for_copy(
+            &bed.source,
+            &bed.target,
+            &topic,
+            Duration::from_secs(120),
+            &mut mirror,
+        );
+        TwoGroups {
+            topic,
+            idle,
+            active,
+            setup,
+            mirror,
+            member,
+        }
+    }
+}
+
+#[test]
+fn group_sync_follows_idle_target_groups_and_leaves_active_ones_alone() {
+    let bed = bed();
+    let metrics = support::free_local_address();
+    let TwoGroups {
+        topic,
+        idle,
+        active,
+        mut mirror,
+        member,
+        ..
+    } = TwoGroups::start(
+        "groups-sync",
+        200,
+        [30, 40],
+        [10, 10],
+        &["--metrics.address", &metrics],
     );
     let source = bed.source.read_all(&topic, Isolation::ReadCommitted);
     let target = bed.target.read_all(&topic, Isolation::ReadCommitted);
@@ -547,16 +595,9 @@ fn group_sync_records_source_ends_past_a_partition_emptied_by_retention() {
         Duration::from_secs(30),
         Duration::from_millis(500),
         || {
-            let out = std::process::Command::new(env!("CARGO_BIN_EXE_eosmirror"))
-                .args(["failover", "--producer.config"])
-                .arg(&setup.producer_config)
-                .args(["--source.alias", &setup.alias, "--groups", &group])
-                .args(["--format", "json"])
-                .output()
-                .unwrap();
-            let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-            *last.borrow_mut() = format!("{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
-            out.status.success().then_some(stdout)
+            let (code, stdout, stderr) = setup.failover(&group);
+            *last.borrow_mut() = format!("{stdout}\n{stderr}");
+            (code == Some(0)).then_some(stdout)
         },
         |out| {
             format!(
@@ -591,55 +632,26 @@ fn group_sync_records_source_ends_past_a_partition_emptied_by_retention() {
 #[test]
 fn failover_moves_every_group_it_can_and_names_the_others() {
     let bed = bed();
-    let topic = bed.source.create_topic("groups-failover", 2);
-    let records: Vec<_> = (0..40).map(|i| record(i as i32 % 2, "f", i)).collect();
-    bed.source.produce(&topic, &records);
-    let idle = unique_name("idle");
-    let active = unique_name("active");
-    bed.source
-        .commit_group(&idle, &[(&topic, 0, 5), (&topic, 1, 7)]);
-    bed.source
-        .commit_group(&active, &[(&topic, 0, 3), (&topic, 1, 3)]);
-    bed.target
-        .create_topic_with(&topic, 2, &[("retention.ms", "-1")]);
-    let member = ActiveMember::join(&bed.target, &active, &topic);
-
-    let setup = MirrorSetup::new(&bed.source.bootstrap, &bed.target.bootstrap);
+    let TwoGroups {
+        topic,
+        idle,
+        active,
+        setup,
+        mut mirror,
+        member,
+    } = TwoGroups::start("groups-failover", 40, [5, 7], [3, 3], &[]);
     let pattern = format!("{idle}|{active}");
-    let mut mirror = setup.start(
-        &topic,
-        &[
-            "--groups.sync",
-            &pattern,
-            "--groups.sync.interval.secs",
-            "1",
-        ],
-    );
-    wait_for_copy(
-        &bed.source,
-        &bed.target,
-        &topic,
-        Duration::from_secs(120),
-        &mut mirror,
-    );
     let last = std::cell::RefCell::new(String::new());
     let (code, report) = mirror.wait_until(
         Duration::from_secs(30),
         Duration::from_millis(500),
         || {
-            let out = std::process::Command::new(env!("CARGO_BIN_EXE_eosmirror"))
-                .args(["failover", "--producer.config"])
-                .arg(&setup.producer_config)
-                .args(["--source.alias", &setup.alias, "--groups", &pattern])
-                .args(["--format", "json"])
-                .output()
-                .unwrap();
-            let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-            *last.borrow_mut() = format!("{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+            let (code, stdout, stderr) = setup.failover(&pattern);
+            *last.borrow_mut() = format!("{stdout}\n{stderr}");
             // Both groups recorded: one moved, one named.
             let report: serde_json::Value = serde_json::from_str(&stdout).ok()?;
             let named = report["problems"].as_array()?.len() + report["groups"].as_array()?.len();
-            (named == 2).then_some((out.status.code(), report))
+            (named == 2).then_some((code, report))
         },
         |out| {
             format!(

@@ -558,18 +558,10 @@ fn crash_in_group_sync_after_the_target_commit() {
         "the crashed round had committed the target group"
     );
 
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_eosmirror"))
-        .args(["failover", "--producer.config"])
-        .arg(&case.setup.producer_config)
-        .args(["--source.alias", &case.setup.alias, "--groups", &group])
-        .output()
-        .expect("run eosmirror failover");
-    let (stdout, stderr) = (
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr),
-    );
-    assert!(
-        out.status.success(),
+    let (code, stdout, stderr) = case.setup.failover(&group);
+    assert_eq!(
+        code,
+        Some(0),
         "failover after the crash:\n{stdout}\n{stderr}"
     );
     assert_eq!(

@@ -187,6 +187,24 @@ impl MirrorSetup {
         (status.code().unwrap_or(-1), stdout, stderr)
     }
 
+    /// Runs `eosmirror failover` for `groups` with a JSON report: it takes
+    /// the target's settings only (the source is gone). Returns the exit
+    /// code (`None`: killed), standard output and error.
+    pub fn failover(&self, groups: &str) -> (Option<i32>, String, String) {
+        let out = Command::new(env!("CARGO_BIN_EXE_eosmirror"))
+            .args(["failover", "--producer.config"])
+            .arg(&self.producer_config)
+            .args(["--source.alias", &self.alias, "--groups", groups])
+            .args(["--format", "json"])
+            .output()
+            .expect("run eosmirror failover");
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    }
+
     fn command_line(&self, command: &str, args: &[&str]) -> Command {
         let mut line = Command::new(env!("CARGO_BIN_EXE_eosmirror"));
         line.arg(command)
