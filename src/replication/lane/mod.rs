@@ -358,8 +358,8 @@ impl LaneWorker {
         // Caught up, not starting: ready and live while parked.
         self.health.copying(self.lane, true);
         m::lane_parked(self.lane, true);
-        // Nothing it can read waits (a marker or aborted records at a
-        // partition's end still count in that partition's lag).
+        // Nothing it can read waits: its positions include the markers and
+        // aborted records read past before it parked.
         m::lane_max_lag(self.lane, 0);
         tracing::info!(lane = %self.lane, partitions = parked.partitions.len(), "lane parked: nothing to copy; its clients are closed until the source receives records");
         let settings = &self.settings;
