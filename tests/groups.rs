@@ -562,6 +562,34 @@ fn group_sync_follows_idle_target_groups_and_leaves_active_ones_alone() {
     );
 }
 
+/// Runs `eosmirror failover` for `groups` while `mirror` syncs, until its
+/// exit code and JSON report satisfy `done` (the sync rounds have recorded
+/// what the test needs); returns them.
+fn wait_for_failover(
+    setup: &MirrorSetup,
+    mirror: &mut Mirror,
+    groups: &str,
+    done: impl Fn(Option<i32>, &serde_json::Value) -> bool,
+) -> (Option<i32>, serde_json::Value) {
+    let last = std::cell::RefCell::new(String::new());
+    mirror.wait_until(
+        Duration::from_secs(30),
+        Duration::from_millis(500),
+        || {
+            let (code, stdout, stderr) = setup.failover(groups);
+            *last.borrow_mut() = format!("{stdout}\n{stderr}");
+            let report: serde_json::Value = serde_json::from_str(&stdout).ok()?;
+            done(code, &report).then_some((code, report))
+        },
+        |out| {
+            format!(
+                "failover never reported what the test waits for:\n{}\n{out}",
+                last.borrow()
+            )
+        },
+    )
+}
+
 /// Failover's recovery point needs the source's end offsets, which every
 /// sync round records with each partition's replicated position. A
 /// partition that retention emptied before anything was copied (its log
@@ -590,23 +618,7 @@ fn group_sync_records_source_ends_past_a_partition_emptied_by_retention() {
     );
     // Failover never contacts the source: what it reports is what the sync
     // rounds recorded on the target.
-    let last = std::cell::RefCell::new(String::new());
-    let report = mirror.wait_until(
-        Duration::from_secs(30),
-        Duration::from_millis(500),
-        || {
-            let (code, stdout, stderr) = setup.failover(&group);
-            *last.borrow_mut() = format!("{stdout}\n{stderr}");
-            (code == Some(0)).then_some(stdout)
-        },
-        |out| {
-            format!(
-                "failover found no recorded source ends:\n{}\n{out}",
-                last.borrow()
-            )
-        },
-    );
-    let report: serde_json::Value = serde_json::from_str(&report).unwrap();
+    let (_, report) = wait_for_failover(&setup, &mut mirror, &group, |code, _| code == Some(0));
     for p in 0..2 {
         let rpo = report["rpo"]
             .as_array()
@@ -641,25 +653,11 @@ fn failover_moves_every_group_it_can_and_names_the_others() {
         member,
     } = TwoGroups::start("groups-failover", 40, [5, 7], [3, 3], &[]);
     let pattern = format!("{idle}|{active}");
-    let last = std::cell::RefCell::new(String::new());
-    let (code, report) = mirror.wait_until(
-        Duration::from_secs(30),
-        Duration::from_millis(500),
-        || {
-            let (code, stdout, stderr) = setup.failover(&pattern);
-            *last.borrow_mut() = format!("{stdout}\n{stderr}");
-            // Both groups recorded: one moved, one named.
-            let report: serde_json::Value = serde_json::from_str(&stdout).ok()?;
-            let named = report["problems"].as_array()?.len() + report["groups"].as_array()?.len();
-            (named == 2).then_some((code, report))
-        },
-        |out| {
-            format!(
-                "failover never saw both groups recorded:\n{}\n{out}",
-                last.borrow()
-            )
-        },
-    );
+    // Both groups recorded: one moved, one named.
+    let (code, report) = wait_for_failover(&setup, &mut mirror, &pattern, |_, report| {
+        let moved = report["groups"].as_array().map_or(0, Vec::len);
+        report["problems"].as_array().map_or(0, Vec::len) + moved == 2
+    });
     assert_eq!(code, Some(1), "{report}");
     let problems = report["problems"].as_array().unwrap();
     assert_eq!(problems.len(), 1, "{report}");

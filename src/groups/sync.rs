@@ -370,11 +370,11 @@ impl GroupSync {
     ) -> anyhow::Result<GroupsTopicRecord> {
         let side: Side = self.source.side(1024, Duration::from_secs(30));
         let distinct: BTreeSet<TopicPartition> = partitions.iter().cloned().collect();
-        let owned = |(topic, partition): &TopicPartition| {
+        let cached = |(topic, partition): &TopicPartition| {
             self.cache_current(&SourcePartition::new(topic, *partition))
         };
         let elsewhere: BTreeSet<TopicPartition> =
-            distinct.iter().filter(|tp| !owned(tp)).cloned().collect();
+            distinct.iter().filter(|tp| !cached(tp)).cloned().collect();
         let positions = if elsewhere.is_empty() {
             BTreeMap::new()
         } else {
@@ -393,7 +393,7 @@ impl GroupSync {
             let (topic, partition) = &tp;
             let key = SourcePartition::new(topic, *partition);
             let (low, high) = stable_ends[&key];
-            let position = if owned(&tp) {
+            let position = if cached(&tp) {
                 self.state.checkpoint(&key)?.map(|c| c.next_source_offset)
             } else {
                 positions.get(&tp).map(|p| p.next_source_offset)
