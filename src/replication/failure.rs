@@ -22,11 +22,12 @@ pub enum WorkerError {
         source_end: i64,
         next_source_offset: i64,
     },
-    #[error("{source_partition}: the local state says source offsets up to {cached_next} were copied, but the target only records {target_next}: the target lost committed data (unclean leader election, topic recreated) or the internal topic {position_topic} was reset. Nothing was re-copied. Inspect the target; if the reset was deliberate, delete the state dir to start from what the target records")]
+    #[error("{source_partition}: the local state says source offsets up to {cached_next} were copied, but {target_says}: the target lost committed data (unclean leader election, topic recreated) or the internal topic {position_topic} was reset. Nothing was re-copied. Inspect the target; if the reset was deliberate, delete the state dir to start from what the target records")]
     TargetLostData {
         source_partition: SourcePartition,
         cached_next: i64,
-        target_next: String,
+        /// What the target records instead, as a clause.
+        target_says: String,
         position_topic: String,
     },
     #[error("{source_partition}: the target partition already holds committed records, but {position_topic} has no position for it: another tool copied into it, or --source.alias changed. Copying now would duplicate them. Use the alias of the earlier run, empty the target topic, or pass --target.allow.nonempty to append after the existing records")]

@@ -15,7 +15,7 @@
 //! records of one source partition are all in one internal partition, in
 //! commit order, and no partition is written by every transaction.
 
-use eosmirror_state::{OffsetRun, SourcePartition};
+use eosmirror_state::{OffsetRun, SourcePartition, TopicIncarnation};
 use serde::{Deserialize, Serialize};
 
 use crate::topics::identity::TopicId;
@@ -71,6 +71,17 @@ pub struct Lineage {
     pub source_topic_id: TopicId,
     /// The target topic's id: new when the copy is created again.
     pub target_topic_id: TopicId,
+}
+
+impl Lineage {
+    /// The topics' ids, as the local cache keeps them next to a checkpoint
+    /// (the cache belongs to one source cluster).
+    pub fn incarnation(&self) -> TopicIncarnation {
+        TopicIncarnation {
+            source_topic_id: self.source_topic_id.0,
+            target_topic_id: self.target_topic_id.0,
+        }
+    }
 }
 
 /// What one committed transaction replicated for one source partition.

@@ -12,6 +12,10 @@ use serde::{Deserialize, Serialize};
 /// restart does not have to search the progress topic.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Checkpoint {
+    /// The topics the offsets below are offsets of. A checkpoint of other
+    /// topics than today's (one started over since) says nothing about
+    /// today's position and must not be compared with it.
+    pub incarnation: TopicIncarnation,
     /// The next source offset to copy: everything below it is replicated.
     pub next_source_offset: i64,
     /// The target offset the next copied record will land at (after the
@@ -20,6 +24,18 @@ pub struct Checkpoint {
     /// Offset in the progress topic of the last progress record seen for
     /// this partition: where a resuming worker starts reading.
     pub progress_offset: i64,
+}
+
+/// Which incarnation of a source topic and of its target copy a position
+/// belongs to: their Kafka topic ids. A topic deleted and created again
+/// keeps its name but gets a new id, and its offsets start over. (The
+/// source cluster is the store's, see [`crate::ClusterIdentity`].)
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TopicIncarnation {
+    /// The source topic's id.
+    pub source_topic_id: [u8; 16],
+    /// The target topic's id.
+    pub target_topic_id: [u8; 16],
 }
 
 impl Checkpoint {

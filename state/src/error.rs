@@ -117,9 +117,10 @@ pub enum StateError {
     PositionWentBackwards {
         /// The partition whose position would regress.
         partition: SourcePartition,
-        /// The checkpoint already stored.
-        stored: Checkpoint,
+        /// The checkpoint already stored (boxed, as is `attempted`, so every
+        /// `Result<_, StateError>` stays small).
+        stored: Box<Checkpoint>,
         /// The checkpoint that was rejected.
-        attempted: Checkpoint,
+        attempted: Box<Checkpoint>,
     },
 }

@@ -13,7 +13,7 @@ use crate::codec;
 /// On-disk format this build reads and writes. Bump it whenever a key or
 /// value layout changes; stores with any other version are rebuilt (they are
 /// only a cache).
-pub(crate) const FORMAT_VERSION: u32 = 1;
+pub(crate) const FORMAT_VERSION: u32 = 2;
 
 /// The replication flow a state dir belongs to. Offsets cached for one pair
 /// of clusters are meaningless — and dangerous — for another, so a store

@@ -5,8 +5,9 @@
 //! the progress record naming it. This crate merely remembers, per source
 //! partition,
 //!
-//! - the last recorded position ([`Checkpoint`]), so a restarting worker
-//!   knows where in the progress topic to look instead of searching it, and
+//! - the last recorded position ([`Checkpoint`]) and the topic incarnation
+//!   it belongs to, so a restarting worker knows where in the progress topic
+//!   to look instead of searching it, and
 //! - the exact source → target offset mapping of recorded commits
 //!   ([`OffsetRun`]s), so offset translation ([`StateStore::translate`]) is a
 //!   local lookup.
@@ -31,7 +32,7 @@ mod key;
 mod store;
 mod translation;
 
-pub use checkpoint::Checkpoint;
+pub use checkpoint::{Checkpoint, TopicIncarnation};
 pub use error::StateError;
 pub use header::ClusterIdentity;
 pub use key::SourcePartition;

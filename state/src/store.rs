@@ -249,7 +249,8 @@ impl StateStore {
     ///
     /// Call it after every successful commit, in commit order: translation
     /// treats the space between recorded runs as source gaps, so a worker
-    /// that resumes at a position other than the stored checkpoint must call
+    /// that resumes at a position other than the stored checkpoint, or of
+    /// another [`crate::TopicIncarnation`], must call
     /// [`StateStore::reset_partition`] first.
     ///
     /// A position only moves forward: if the stored checkpoint is ahead of
@@ -281,11 +282,15 @@ impl StateStore {
                     return Err(ConflictableTransactionError::Abort(
                         StateError::PositionWentBackwards {
                             partition: partition.clone(),
-                            stored,
-                            attempted: *checkpoint,
+                            stored: Box::new(stored),
+                            attempted: Box::new(*checkpoint),
                         },
                     ));
                 }
+                debug_assert!(
+                    stored.is_none_or(|s| s.incarnation == checkpoint.incarnation),
+                    "{partition}: a commit of other topics than the cached {stored:?} without a reset"
+                );
                 debug_assert_runs_fit(runs, stored.as_ref(), checkpoint);
 
                 checkpoints.insert(key.as_slice(), value.as_slice())?;

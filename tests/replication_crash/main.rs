@@ -24,6 +24,7 @@ mod copy;
 mod idle_partition;
 mod runs;
 mod sigkill;
+mod state_ahead;
 mod state_corrupt;
 mod state_deleted;
 mod state_dirs;

@@ -4,7 +4,9 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use eosmirror_state::{Checkpoint, ClusterIdentity, OpenOutcome, SourcePartition, StateStore};
+use eosmirror_state::{
+    Checkpoint, ClusterIdentity, OpenOutcome, SourcePartition, StateStore, TopicIncarnation,
+};
 
 /// A state dir created for `identity`, holding one checkpoint for `topic`.
 pub(crate) fn make_state_dir(dir: &Path, identity: &ClusterIdentity, topic: &str) {
@@ -14,6 +16,10 @@ pub(crate) fn make_state_dir(dir: &Path, identity: &ClusterIdentity, topic: &str
         .record_commit(
             &SourcePartition::new(topic, 0),
             &Checkpoint {
+                incarnation: TopicIncarnation {
+                    source_topic_id: [1; 16],
+                    target_topic_id: [2; 16],
+                },
                 next_source_offset: 1_000,
                 next_target_offset: 1_001,
                 progress_offset: 5,

@@ -609,6 +609,7 @@ fn copy_of<'m>(
 /// failure is logged, not fatal.
 fn cache(state: &StateStore, record: &ProgressRecord, position_offset: i64) {
     let checkpoint = Checkpoint {
+        incarnation: record.lineage.incarnation(),
         next_source_offset: record.next_source_offset,
         next_target_offset: record.next_target_offset,
         progress_offset: position_offset,

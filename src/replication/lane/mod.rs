@@ -66,6 +66,7 @@ use crate::read::ReaderLimits;
 use crate::topics::filter::TopicFilter;
 
 mod batch;
+mod cache_check;
 mod resume;
 mod session;
 

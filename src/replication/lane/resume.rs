@@ -4,9 +4,10 @@
 
 use std::collections::HashMap;
 
-use eosmirror_state::SourcePartition;
+use eosmirror_state::{Checkpoint, SourcePartition};
 use rdkafka::consumer::BaseConsumer;
 
+use super::cache_check::{check_cache, CacheCheck};
 use super::session::{Committed, Cursor, LaneSession};
 use super::{call_timeout, GapPolicy, LaneWorker, SessionEnd, METADATA_TIMEOUT};
 use crate::failpoints::{self, crash_point};
@@ -54,8 +55,8 @@ impl LaneWorker {
         }
         crash_point!(failpoints::LANE_AFTER_INIT);
 
-        let found = match self.resume_positions(&partitions) {
-            Ok(found) => found,
+        let (found, cached) = match self.resume_positions(&partitions) {
+            Ok(read) => read,
             Err(ResumeFailure::Restart(detail)) => {
                 return Ok(SessionEnd::restart("resume_read", detail))
             }
@@ -115,6 +116,12 @@ impl LaneWorker {
                 target: target_ends[&partition],
             };
             let resume = found.latest.get(&partition);
+            if let Some(cached) = cached.get(&partition) {
+                if let Err(error) = self.check_cached(&partition, cached, &lineage, resume) {
+                    self.stop_partition(error)?;
+                    continue;
+                }
+            }
             match self.open_cursor(&target_watermarks, partition, lineage, resume, ends) {
                 Ok(Ok(cursor)) => cursors.push(cursor),
                 Ok(Err(end)) => return Ok(end),
@@ -156,18 +163,20 @@ impl LaneWorker {
             .is_some_and(|f| f.matches(topic))
     }
 
-    /// Reads the lane's positions from the target and reconciles the local
-    /// cache with them.
+    /// Reads the lane's positions from the target, starting where the local
+    /// cache says the oldest is; also returns the cache, to be checked
+    /// against them once the topics' ids are known.
     fn resume_positions(
         &self,
         partitions: &[SourcePartition],
-    ) -> Result<LanePositions, ResumeFailure> {
-        let local = |e: eosmirror_state::StateError| {
-            ResumeFailure::Fatal(self.fatal(format!("local state: {e}")))
-        };
+    ) -> Result<(LanePositions, HashMap<SourcePartition, Checkpoint>), ResumeFailure> {
         let mut cached = HashMap::with_capacity(partitions.len());
         for partition in partitions {
-            if let Some(c) = self.state.checkpoint(partition).map_err(local)? {
+            let checkpoint = self
+                .state
+                .checkpoint(partition)
+                .map_err(|e| ResumeFailure::Fatal(self.fatal(format!("local state: {e}"))))?;
+            if let Some(c) = checkpoint {
                 cached.insert(partition.clone(), c);
             }
         }
@@ -184,27 +193,35 @@ impl LaneWorker {
                 true => ResumeFailure::Fatal(self.fatal(e.to_string())),
                 false => ResumeFailure::Restart(e.to_string()),
             })?;
-        for (partition, cached) in &cached {
-            let target_next = found
-                .latest
-                .get(partition)
-                .map(|p| p.record.next_source_offset);
-            if target_next.is_some_and(|t| t > cached.next_source_offset) {
-                // The cache missed commits (another instance, or a lost
-                // write): forget its runs so they never read as a gap.
-                self.state.reset_partition(partition).map_err(local)?;
-            }
-            if target_next.is_none_or(|t| t < cached.next_source_offset) {
-                return Err(ResumeFailure::Fatal(WorkerError::TargetLostData {
-                    source_partition: partition.clone(),
-                    cached_next: cached.next_source_offset,
-                    target_next: target_next
-                        .map_or("no position at all".to_string(), |t| t.to_string()),
-                    position_topic: self.settings.internal_topics.position.clone(),
-                }));
-            }
+        Ok((found, cached))
+    }
+
+    /// Keeps or forgets a partition's cached checkpoint, or stops the
+    /// partition when the cache holds commits the target lost (see
+    /// [`check_cache`]).
+    fn check_cached(
+        &self,
+        partition: &SourcePartition,
+        cached: &Checkpoint,
+        lineage: &Lineage,
+        target: Option<&ResumePosition>,
+    ) -> Result<(), WorkerError> {
+        match check_cache(cached, lineage, target.map(|r| &r.record)) {
+            CacheCheck::Agrees => Ok(()),
+            CacheCheck::Forget => self
+                .state
+                .reset_partition(partition)
+                .map_err(|e| self.fatal(format!("local state: forgetting {partition}: {e}"))),
+            CacheCheck::TargetLost { target_next } => Err(WorkerError::TargetLostData {
+                source_partition: partition.clone(),
+                cached_next: cached.next_source_offset,
+                target_says: match target_next {
+                    Some(next) => format!("the target's position is {next}"),
+                    None => "the target has no position for these topics".to_string(),
+                },
+                position_topic: self.settings.internal_topics.position.clone(),
+            }),
         }
-        Ok(found)
     }
 
     /// Checks one partition's resume position against the source and the

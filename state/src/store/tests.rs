@@ -5,6 +5,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 use super::*;
+use crate::TopicIncarnation;
 
 fn identity() -> ClusterIdentity {
     ClusterIdentity {
@@ -16,6 +17,10 @@ fn identity() -> ClusterIdentity {
 
 fn checkpoint(next_source: i64, next_target: i64) -> Checkpoint {
     Checkpoint {
+        incarnation: TopicIncarnation {
+            source_topic_id: [1; 16],
+            target_topic_id: [2; 16],
+        },
         next_source_offset: next_source,
         next_target_offset: next_target,
         progress_offset: next_source / 10,
@@ -276,7 +281,8 @@ fn undecodable_header_or_checkpoint_is_rebuilt() {
     let (_tmp, dir) = state_dir();
     {
         let db = raw_sled(&dir);
-        db.insert(Header::KEY, &[1, 0xFF, 0xFF][..]).unwrap();
+        let version = u8::try_from(crate::header::FORMAT_VERSION).unwrap();
+        db.insert(Header::KEY, &[version, 0xFF, 0xFF][..]).unwrap();
         db.flush().unwrap();
     }
     let (store, outcome) = open(&dir);
@@ -372,8 +378,8 @@ fn backwards_checkpoint_is_rejected_and_nothing_written() {
             panic!("expected PositionWentBackwards, got {err:?}");
         };
         assert_eq!(partition, &orders);
-        assert_eq!(*stored, checkpoint(100, 120));
-        assert_eq!(*attempted, behind);
+        assert_eq!(**stored, checkpoint(100, 120));
+        assert_eq!(**attempted, behind);
         assert!(err.to_string().contains("orders-2"), "{err}");
     }
     // A rejected commit leaves neither its checkpoint nor its runs behind.
