@@ -689,6 +689,61 @@ fn failover_moves_every_group_it_can_and_names_the_others() {
     );
 }
 
+/// A group deleted on the source leaves the groups topic at the next sync
+/// round, so a failover never brings it back on the target.
+#[test]
+fn a_group_deleted_on_the_source_is_left_out_of_failover() {
+    let bed = bed();
+    let TwoGroups {
+        topic,
+        idle,
+        active,
+        setup,
+        mut mirror,
+        member,
+    } = TwoGroups::start("groups-deleted", 40, [5, 7], [3, 3], &[]);
+    // Synced: the idle group followed on the target.
+    mirror.wait_until(
+        Duration::from_secs(30),
+        Duration::from_millis(200),
+        || (bed.target.group_offsets(&idle, &topic, 2).len() == 2).then_some(()),
+        |out| format!("the idle group was never synced:\n{out}"),
+    );
+    drop(member);
+    bed.source.delete_group(&active);
+    bed.source.delete_group(&idle);
+    let since = mirror.output().len();
+    for group in [&idle, &active] {
+        mirror.wait_for_output(
+            since,
+            &[&format!("failover leaves it out group={group}")],
+            Duration::from_secs(30),
+        );
+    }
+    // The operator deletes the idle group's copy too; the active group's
+    // consumer left the target.
+    bed.target.delete_group(&idle);
+    let (code, stdout, stderr) = setup.failover(&format!("{idle}|{active}"));
+    assert_ne!(code, Some(0), "{stdout}\n{stderr}");
+    assert!(
+        stderr.contains("no recorded group matches"),
+        "{stdout}\n{stderr}"
+    );
+    for group in [&idle, &active] {
+        assert_eq!(
+            bed.target.group_offsets(group, &topic, 2),
+            BTreeMap::new(),
+            "failover brought {group} back"
+        );
+    }
+    assert_eq!(
+        mirror.stop(Duration::from_secs(30)),
+        0,
+        "{}",
+        mirror.output()
+    );
+}
+
 #[test]
 fn cutover_completes_on_a_stopped_stream_and_times_out_when_replication_stalls() {
     let bed = bed();

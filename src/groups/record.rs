@@ -26,6 +26,8 @@ pub struct SourceEndsRecord {
     pub observed_at_ms: i64,
 }
 
+const GROUP_KEY_PREFIX: &str = "group:";
+
 /// A record of the groups topic.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum GroupsTopicRecord {
@@ -37,9 +39,15 @@ impl GroupsTopicRecord {
     /// Compaction key: one record per group, one for the source ends.
     pub fn key(&self) -> Vec<u8> {
         match self {
-            GroupsTopicRecord::Group(g) => format!("group:{}", g.group).into_bytes(),
+            GroupsTopicRecord::Group(g) => Self::group_key(&g.group),
             GroupsTopicRecord::SourceEnds(_) => b"source-ends".to_vec(),
         }
+    }
+
+    /// The key of `group`'s record; a tombstone (no value) under it removes
+    /// the group, so failover leaves it out.
+    pub fn group_key(group: &str) -> Vec<u8> {
+        format!("{GROUP_KEY_PREFIX}{group}").into_bytes()
     }
 
     pub fn encode(&self) -> Vec<u8> {
@@ -91,8 +99,17 @@ pub fn read_recorded(target: &crate::read::Side, topic: &str) -> anyhow::Result<
         crate::read::RangeReader::open(target, topic, 0, low, high, true, Default::default())?;
     for record in reader {
         let record = record?;
-        let decoded = GroupsTopicRecord::decode(record.value.as_deref().unwrap_or_default())
-            .with_context(|| format!("{topic} offset {} is unreadable", record.offset))?;
+        let unreadable = || format!("{topic} offset {} is unreadable", record.offset);
+        let Some(value) = record.value.as_deref() else {
+            let key = record.key.as_deref().unwrap_or_default();
+            let group = std::str::from_utf8(key)
+                .ok()
+                .and_then(|k| k.strip_prefix(GROUP_KEY_PREFIX))
+                .with_context(|| format!("{}: a tombstone of no group", unreadable()))?;
+            recorded.groups.remove(group);
+            continue;
+        };
+        let decoded = GroupsTopicRecord::decode(value).with_context(unreadable)?;
         match decoded {
             GroupsTopicRecord::Group(g) => {
                 recorded.groups.insert(g.group.clone(), g);

@@ -17,7 +17,7 @@ use rdkafka::producer::{BaseRecord, DefaultProducerContext, Producer, ThreadedPr
 
 use super::admin::GroupAdmin;
 use super::apply::plan;
-use super::record::{GroupOffsetsRecord, GroupsTopicRecord, SourceEndsRecord};
+use super::record::{read_recorded, GroupOffsetsRecord, GroupsTopicRecord, SourceEndsRecord};
 use super::translate::{replicated_partitions, translate_groups, GroupOffsets};
 use super::translation::TranslatedOffset;
 use super::TopicPartition;
@@ -33,6 +33,9 @@ use crate::replication::membership::LaneOwnership;
 use crate::replication::progress::InternalTopics;
 use crate::shutdown::Shutdown;
 use crate::topics::filter::TopicFilter;
+
+/// Reader memory for the groups topic (compacted: one record per group).
+const RECORDED_READ_KBYTES: usize = 1024;
 
 /// Everything a sync round needs.
 pub struct GroupSync {
@@ -76,18 +79,25 @@ impl GroupSync {
     pub async fn run(self, shutdown: Shutdown) {
         let this = Arc::new(self);
         let mut last_applied: HashMap<String, Instant> = HashMap::new();
+        let mut recorded: Option<BTreeSet<String>> = None;
         loop {
             tokio::select! {
                 _ = tokio::time::sleep(this.interval) => {}
                 _ = shutdown.wait() => return,
             }
             if !this.lanes.is_owned(Lane(0)) {
+                // Another instance syncs: what it records is read again
+                // when this one syncs next.
+                recorded = None;
                 continue;
             }
             let round = Arc::clone(&this);
-            let previous = last_applied.clone();
-            match tokio::task::spawn_blocking(move || round.round(previous)).await {
-                Ok(Ok(applied)) => last_applied = applied,
+            let previous = (last_applied.clone(), recorded.clone());
+            match tokio::task::spawn_blocking(move || round.round(previous.0, previous.1)).await {
+                Ok(Ok((applied, now_recorded))) => {
+                    last_applied = applied;
+                    recorded = Some(now_recorded);
+                }
                 Ok(Err(e)) => tracing::warn!(
                     "group sync round failed (retrying in {:?}): {}",
                     this.interval,
@@ -102,11 +112,30 @@ impl GroupSync {
     }
 
     /// One round; returns when each group's translation was last committed
-    /// (or found already in place).
+    /// (or found already in place), and the groups the groups topic now
+    /// holds. `recorded` is that set after the previous round (`None`: read
+    /// it from the topic).
+    ///
+    /// The topic holds the groups this sync observes: a recorded group
+    /// that has no offsets of the replicated topics on the source any more
+    /// (deleted, expired, or no longer matched by `--groups.sync`) gets a
+    /// tombstone, so failover never brings it back on the target. A group
+    /// whose offsets could not be read this round keeps its record.
     fn round(
         &self,
         mut last_applied: HashMap<String, Instant>,
-    ) -> anyhow::Result<HashMap<String, Instant>> {
+        recorded: Option<BTreeSet<String>>,
+    ) -> anyhow::Result<(HashMap<String, Instant>, BTreeSet<String>)> {
+        let recorded = match recorded {
+            Some(recorded) => recorded,
+            None => {
+                let side = self.target.side(RECORDED_READ_KBYTES, CONNECT_TIMEOUT);
+                read_recorded(&side, &self.groups_topic)?
+                    .groups
+                    .into_keys()
+                    .collect()
+            }
+        };
         let partitions = replicated_partitions(&self.source, &self.target, Some(&self.topics))?;
         let producer: ThreadedProducer<DefaultProducerContext> = self
             .target
@@ -129,15 +158,19 @@ impl GroupSync {
         let source_admin = GroupAdmin::new("source", &self.source.connection, CONNECT_TIMEOUT)?;
         let target_admin = GroupAdmin::new("target", &self.target.connection, CONNECT_TIMEOUT)?;
         let mut cached = BTreeMap::new();
+        let mut observed = BTreeSet::new();
+        let mut unread = BTreeSet::new();
         for (group, offsets) in source_admin.committed(&names, &partitions) {
             let offsets = match offsets {
                 Ok(o) if o.is_empty() => continue,
                 Ok(o) => o,
                 Err(e) => {
                     tracing::warn!(%group, "group sync: {e}");
+                    unread.insert(group);
                     continue;
                 }
             };
+            observed.insert(group.clone());
             send(
                 &producer,
                 &self.groups_topic,
@@ -159,6 +192,16 @@ impl GroupSync {
                 }
             }
         }
+        for gone in recorded
+            .iter()
+            .filter(|g| !observed.contains(*g) && !unread.contains(*g))
+        {
+            send_tombstone(&producer, &self.groups_topic, gone)?;
+            last_applied.remove(gone);
+            tracing::info!(group = %gone, "group sync: the group has no offsets of the replicated topics on the source any more (deleted, expired, or no longer matched by --groups.sync); its record is removed, so failover leaves it out");
+        }
+        let kept = recorded.into_iter().filter(|g| unread.contains(g));
+        let now_recorded = observed.into_iter().chain(kept).collect();
         let (translated, rereads) = self.translate_rest(cached);
 
         // Only groups nobody consumes on the target are written.
@@ -244,7 +287,7 @@ impl GroupSync {
                 "a group sync round took {elapsed:?}, longer than --groups.sync.interval.ms"
             );
         }
-        Ok(last_applied)
+        Ok((last_applied, now_recorded))
     }
 
     /// Whether the local cache holds `partition`'s current position: its
@@ -425,6 +468,18 @@ fn send(
     producer
         .send(BaseRecord::to(topic).partition(0).key(&key).payload(&value))
         .map_err(|(e, _)| anyhow::anyhow!("recording group offsets in {topic}: {e}"))
+}
+
+/// Sends a tombstone for `group`'s record (written with the round's flush).
+fn send_tombstone(
+    producer: &ThreadedProducer<DefaultProducerContext>,
+    topic: &str,
+    group: &str,
+) -> anyhow::Result<()> {
+    let key = GroupsTopicRecord::group_key(group);
+    producer
+        .send(BaseRecord::<[u8], [u8]>::to(topic).partition(0).key(&key))
+        .map_err(|(e, _)| anyhow::anyhow!("removing group {group:?} from {topic}: {e}"))
 }
 
 /// Waits until every record sent to the groups topic is written.

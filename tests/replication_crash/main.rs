@@ -10,8 +10,9 @@
 //! never slows down this test's position reads.
 //!
 //! One file per case: SIGKILL at random moments (`sigkill`), the state dir
-//! deleted (`state_deleted`), corrupted (`state_corrupt`) or belonging to
-//! other clusters (`state_foreign`), and the idle partition
+//! deleted (`state_deleted`), corrupted (`state_corrupt`), belonging to
+//! other clusters (`state_foreign`) or ahead of a target that lost its
+//! positions (`state_ahead`), and the idle partition
 //! (`idle_partition`); the helpers they share write records and judge the
 //! copy (`copy`), run eosmirror under a test's own alias (`runs`), query
 //! the brokers (`brokers`) and look at state dirs from outside (`state_dirs`).

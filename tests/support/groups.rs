@@ -2,10 +2,11 @@
 
 use std::collections::BTreeMap;
 
+use rdkafka::admin::AdminOptions;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::{Offset, TopicPartitionList};
 
-use super::broker::BROKER_TIMEOUT;
+use super::broker::{block_on, BROKER_TIMEOUT};
 use super::clusters::Cluster;
 
 /// Consumer-group offsets, as a stopped consumer group leaves them.
@@ -27,6 +28,19 @@ impl Cluster {
         consumer
             .commit(&list, rdkafka::consumer::CommitMode::Sync)
             .unwrap_or_else(|e| panic!("{}: commit offsets of {group}: {e}", self.name));
+    }
+
+    /// Deletes `group` (it must have no members), as
+    /// `kafka-consumer-groups.sh --delete` does.
+    pub fn delete_group(&self, group: &str) {
+        let options = AdminOptions::new().operation_timeout(Some(BROKER_TIMEOUT));
+        let results = block_on(self.admin().delete_groups(&[group], &options))
+            .unwrap_or_else(|e| panic!("{}: delete group {group}: {e}", self.name));
+        for result in results {
+            if let Err((group, code)) = result {
+                panic!("{}: delete group {group}: {code}", self.name);
+            }
+        }
     }
 
     /// `group`'s committed offsets for partitions `0..partitions` of
