@@ -10,6 +10,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use eosmirror::wire::{InternalTopics, Lineage, ProgressRecord, TopicId};
+use eosmirror_state::{OffsetRun, SourcePartition};
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::message::Message;
 use rdkafka::{Offset, TopicPartitionList};
@@ -316,6 +318,105 @@ fn translate_idle_partitions_after_their_progress_records_expired() {
         );
         assert_eq!(on_target[&p].len(), 5);
     }
+}
+
+/// Translation reads only the tail of the mapping history the groups need,
+/// not all of it: a progress topic whose oldest record is unreadable
+/// (standing for days of history) still translates a recent group offset,
+/// exactly; a group that needs the whole history meets the unreadable
+/// record.
+#[test]
+fn translation_reads_only_the_tail_of_the_history_its_groups_need() {
+    const RECORDS: i64 = 6_000;
+    let bed = bed();
+    let topic = bed.source.create_topic("groups-tail", 1);
+    let source: Vec<_> = (0..RECORDS as usize).map(|i| record(0, "t", i)).collect();
+    bed.source.produce(&topic, &source);
+    bed.target
+        .create_topic_with(&topic, 1, &[("retention.ms", "-1")]);
+    let setup = MirrorSetup::new(&bed.source.bootstrap, &bed.target.bootstrap);
+    let internal = InternalTopics::for_alias(&setup.alias);
+    for name in [&internal.progress, &internal.position] {
+        bed.target
+            .create_topic_with(name, 1, &[("retention.ms", "-1")]);
+    }
+    // First a record no eosmirror can decode, then one commit per source
+    // record, each copy one target offset further on than its source.
+    let unreadable = TestRecord {
+        partition: 0,
+        key: Some(b"unreadable".to_vec()),
+        value: Some(vec![0xff; 8]),
+        headers: vec![],
+        timestamp: None,
+    };
+    bed.target.produce(&internal.progress, &[unreadable]);
+    let partition = SourcePartition::new(&topic, 0);
+    let history: Vec<TestRecord> = (0..RECORDS)
+        .map(|i| TestRecord {
+            partition: 0,
+            key: Some(ProgressRecord::key(&partition)),
+            value: Some(
+                ProgressRecord {
+                    source: partition.clone(),
+                    lineage: Lineage {
+                        source_cluster_id: "translate-test".into(),
+                        source_topic_id: TopicId([1; 16]),
+                        target_topic_id: TopicId([2; 16]),
+                    },
+                    runs: vec![OffsetRun {
+                        source_start: i,
+                        target_start: i + 1,
+                        len: 1,
+                    }],
+                    next_source_offset: i + 1,
+                    next_target_offset: i + 2,
+                    instance: 7,
+                    committed_at_ms: 0,
+                }
+                .encode(),
+            ),
+            headers: vec![],
+            timestamp: None,
+        })
+        .collect();
+    bed.target.produce(&internal.progress, &history);
+
+    let translate = |group: &str| {
+        let (code, stdout, stderr) =
+            setup.command("translate", &["--group", group, "--format", "json"]);
+        (
+            code,
+            serde_json::from_str::<serde_json::Value>(&stdout).ok(),
+            stderr,
+        )
+    };
+    // Two groups near the end: one exact, one caught up (the tail).
+    let (recent, caught_up) = (unique_name("tail-recent"), unique_name("tail-caught-up"));
+    bed.source
+        .commit_group(&recent, &[(&topic, 0, RECORDS - 50)]);
+    bed.source.commit_group(&caught_up, &[(&topic, 0, RECORDS)]);
+    for (group, target_offset, kind) in [
+        (&recent, RECORDS - 49, "exact"),
+        (&caught_up, RECORDS + 1, "tail"),
+    ] {
+        let (code, report, stderr) = translate(group);
+        let report = report.unwrap_or_else(|| panic!("{group}: no report:\n{stderr}"));
+        assert_eq!(code, 0, "{report}\n{stderr}");
+        let translation = &report["partitions"][0]["translation"];
+        assert_eq!(
+            translation["target_offset"].as_i64(),
+            Some(target_offset),
+            "{report}"
+        );
+        assert_eq!(translation["kind"], kind, "{report}");
+    }
+    // The whole history is needed from offset 0, and its first record
+    // cannot be read.
+    let oldest = unique_name("tail-oldest");
+    bed.source.commit_group(&oldest, &[(&topic, 0, 0)]);
+    let (code, _, stderr) = translate(&oldest);
+    assert_ne!(code, 0, "{stderr}");
+    assert!(stderr.contains("offset 0 is unreadable"), "{stderr}");
 }
 
 /// A partition with nothing copied yet translates to the end of its target

@@ -15,6 +15,7 @@ use crate::groups::apply::Applied;
 use crate::groups::translation::{translate, TranslatedOffset, TranslationKind};
 use crate::groups::TopicPartition;
 use crate::offsets::history::read_mappings_with_positions;
+use crate::offsets::tail::Needed;
 use crate::replication::progress::InternalTopics;
 use crate::topics::filter::TopicFilter;
 use crate::topics::target::partition_counts;
@@ -146,13 +147,22 @@ pub fn translate_groups(
     groups: &GroupOffsets,
 ) -> anyhow::Result<Vec<GroupTranslation>> {
     let side = target.side(MAPPING_QUEUE_KBYTES, Duration::from_secs(120));
-    let wanted: BTreeSet<TopicPartition> =
-        groups.values().flat_map(|o| o.keys()).cloned().collect();
+    // The history from the lowest offset of any group, per partition: a
+    // group caught up needs the last few commits, not days of them.
+    let mut lowest: BTreeMap<TopicPartition, i64> = BTreeMap::new();
+    for (partition, &offset) in groups.values().flatten() {
+        lowest
+            .entry(partition.clone())
+            .and_modify(|o| *o = offset.min(*o))
+            .or_insert(offset);
+    }
+    let wanted: BTreeSet<TopicPartition> = lowest.keys().cloned().collect();
     let topics = InternalTopics::for_alias(alias);
     // A partition idle for longer than the progress topic's retention has
     // no mapping left there, but the compacted position topic keeps its
     // replicated tail for ever: groups caught up on it still translate.
-    let (maps, truncated) = read_mappings_with_positions(&side, &topics, &wanted)?;
+    let (maps, truncated) =
+        read_mappings_with_positions(&side, &topics, &wanted, &Needed::From(lowest))?;
     let empty = Default::default();
     let translation_of = |(topic, partition): &TopicPartition, source_offset: i64| {
         let map = maps.get(&(topic.clone(), *partition)).unwrap_or(&empty);

@@ -45,11 +45,11 @@ pub fn read_mappings_as_of(
     Ok((seal(histories), later, truncated))
 }
 
-/// One offset mapping per wanted source partition: its history in the
-/// progress topic (committed records only) with its latest position merged
-/// in, so a partition idle for longer than the progress topic's retention
-/// still translates. Also tells whether a history needed was truncated by
-/// retention.
+/// One offset mapping per wanted source partition: the history `needed`
+/// in the progress topic (committed records only; see [`super::tail`])
+/// with its latest position merged in, so a partition idle for longer than
+/// the progress topic's retention still translates. Also tells whether a
+/// history needed was truncated by retention.
 ///
 /// Positions are read *before* the history: a tail newer than the runs
 /// read would skip the records of the commits in between, while an older
@@ -61,10 +61,11 @@ pub fn read_mappings_with_positions(
     target: &Side,
     topics: &InternalTopics,
     wanted: &BTreeSet<(String, i32)>,
+    needed: &Needed,
 ) -> anyhow::Result<(Mappings, bool)> {
     let positions = read_positions(target, &topics.position, wanted)?;
     let (mut histories, _, truncated) =
-        read_histories(target, &topics.progress, wanted, None, &Needed::All)?;
+        read_histories(target, &topics.progress, wanted, None, needed)?;
     for (key, position) in positions {
         let (lineage, map) = histories
             .entry(key)

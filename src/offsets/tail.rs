@@ -1,7 +1,8 @@
 //! How far back the progress history must be read when only its tail is
-//! checked (`verify --since` or `--last`, and cutover's check of the
-//! copy's tail): the mapping read then grows with the range checked, not
-//! with the history kept.
+//! needed (`verify --since` or `--last`, cutover's check of the copy's
+//! tail, the translation of group offsets, failover's recovery point): the
+//! mapping read then grows with the range needed, not with the history
+//! kept.
 //!
 //! The history of a partition is a sequence of commits, each one progress
 //! record in its lane's partition of the progress topic. It is read
@@ -21,13 +22,14 @@ type Key = (String, i32);
 /// How much of each partition's history a reader needs.
 #[derive(Debug, Clone)]
 pub enum Needed {
-    /// All of it (`verify` without a range, translation, failover).
+    /// All of it (`verify` without a range).
     All,
     /// The commits from the last one at or before a source offset, per
-    /// partition (`--since`: its first offset at the time given).
+    /// partition (`--since`: its first offset at the time given; a
+    /// translation: the lowest group offset).
     From(BTreeMap<Key, i64>),
     /// Commits holding at least the last `n` copied records of each
-    /// partition (`--last n`).
+    /// partition (`--last n`; `0`: the newest commit, for its position).
     Last(u64),
 }
 

@@ -16,6 +16,7 @@ use crate::groups::apply::apply;
 use crate::groups::record::read_recorded;
 use crate::groups::translate::{translate_groups, GroupOffsets, GroupTranslation};
 use crate::offsets::history::read_mappings_with_positions;
+use crate::offsets::tail::Needed;
 use crate::pattern::NamePattern;
 use crate::replication::progress::InternalTopics;
 
@@ -174,7 +175,8 @@ pub fn failover(options: &FailoverOptions) -> anyhow::Result<FailoverReport> {
         .iter()
         .map(|(t, p, _, _)| (t.clone(), *p))
         .collect();
-    let (maps, _) = read_mappings_with_positions(&side, &topics, &wanted)?;
+    // Only each partition's replicated position: its newest commit.
+    let (maps, _) = read_mappings_with_positions(&side, &topics, &wanted, &Needed::Last(0))?;
     let rpo = ends
         .partitions
         .iter()
