@@ -3,8 +3,12 @@
 //! observed source ends. Failover works from these alone when the source
 //! cluster and eosmirror's host are both gone.
 
+use std::collections::BTreeMap;
+
+use anyhow::Context;
 use serde::{Deserialize, Serialize};
 
+use crate::read::{RangeReader, Side};
 use crate::replication::progress::{decode_versioned, encode_versioned, DecodeError};
 
 /// A source group's committed offsets, as last observed.
@@ -59,6 +63,67 @@ impl GroupsTopicRecord {
     }
 }
 
+/// The latest record of every key in the groups topic, as far as read.
+#[derive(Debug, Clone, Default)]
+pub struct Recorded {
+    pub groups: BTreeMap<String, GroupOffsetsRecord>,
+    pub source_ends: Option<SourceEndsRecord>,
+    /// The offset read up to: [`Recorded::catch_up`] goes on from there.
+    end: i64,
+}
+
+impl Recorded {
+    /// Reads the groups topic to its end (committed records only, up to the
+    /// last stable offset: an open transaction is not waited for).
+    pub fn read(target: &Side, topic: &str) -> anyhow::Result<Recorded> {
+        let mut recorded = Recorded::default();
+        recorded.catch_up(target, topic)?;
+        Ok(recorded)
+    }
+
+    /// Applies the records written since the last read: a sync's own, and
+    /// another instance's while that one synced. A topic that ends before
+    /// the last read was recreated: it is read again from its start.
+    pub fn catch_up(&mut self, target: &Side, topic: &str) -> anyhow::Result<()> {
+        let (low, high) = target
+            .stable_watermarks(topic, 0)
+            .with_context(|| format!("reading {topic}: does the target hold group offsets recorded by `eosmirror run --groups.sync`?"))?;
+        if high < self.end {
+            *self = Recorded::default();
+        }
+        let reader = RangeReader::open(
+            target,
+            topic,
+            0,
+            self.end.max(low),
+            high,
+            true,
+            Default::default(),
+        )?;
+        for record in reader {
+            let record = record?;
+            let unreadable = || format!("{topic} offset {} is unreadable", record.offset);
+            let Some(value) = record.value.as_deref() else {
+                let key = record.key.as_deref().unwrap_or_default();
+                let group = std::str::from_utf8(key)
+                    .ok()
+                    .and_then(|k| k.strip_prefix(GROUP_KEY_PREFIX))
+                    .with_context(|| format!("{}: a tombstone of no group", unreadable()))?;
+                self.groups.remove(group);
+                continue;
+            };
+            match GroupsTopicRecord::decode(value).with_context(unreadable)? {
+                GroupsTopicRecord::Group(g) => {
+                    self.groups.insert(g.group.clone(), g);
+                }
+                GroupsTopicRecord::SourceEnds(e) => self.source_ends = Some(e),
+            }
+        }
+        self.end = high;
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -78,44 +143,4 @@ mod tests {
         assert_eq!(GroupsTopicRecord::decode(&e.encode()).unwrap(), e);
         assert_ne!(g.key(), e.key());
     }
-}
-
-/// The latest record of every key in the groups topic.
-#[derive(Debug, Clone, Default)]
-pub struct Recorded {
-    pub groups: std::collections::BTreeMap<String, GroupOffsetsRecord>,
-    pub source_ends: Option<SourceEndsRecord>,
-}
-
-/// Reads the groups topic to its end (committed records only, up to the
-/// last stable offset: an open transaction is not waited for).
-pub fn read_recorded(target: &crate::read::Side, topic: &str) -> anyhow::Result<Recorded> {
-    use anyhow::Context;
-    let (low, high) = target
-        .stable_watermarks(topic, 0)
-        .with_context(|| format!("reading {topic}: does the target hold group offsets recorded by `eosmirror run --groups.sync`?"))?;
-    let mut recorded = Recorded::default();
-    let reader =
-        crate::read::RangeReader::open(target, topic, 0, low, high, true, Default::default())?;
-    for record in reader {
-        let record = record?;
-        let unreadable = || format!("{topic} offset {} is unreadable", record.offset);
-        let Some(value) = record.value.as_deref() else {
-            let key = record.key.as_deref().unwrap_or_default();
-            let group = std::str::from_utf8(key)
-                .ok()
-                .and_then(|k| k.strip_prefix(GROUP_KEY_PREFIX))
-                .with_context(|| format!("{}: a tombstone of no group", unreadable()))?;
-            recorded.groups.remove(group);
-            continue;
-        };
-        let decoded = GroupsTopicRecord::decode(value).with_context(unreadable)?;
-        match decoded {
-            GroupsTopicRecord::Group(g) => {
-                recorded.groups.insert(g.group.clone(), g);
-            }
-            GroupsTopicRecord::SourceEnds(e) => recorded.source_ends = Some(e),
-        }
-    }
-    Ok(recorded)
 }

@@ -12,12 +12,12 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use eosmirror_state::{OffsetLookup, SourcePartition, StateStore};
+use eosmirror_state::{SourcePartition, StateStore};
 use rdkafka::producer::{BaseRecord, DefaultProducerContext, Producer, ThreadedProducer};
 
 use super::admin::GroupAdmin;
 use super::apply::plan;
-use super::record::{read_recorded, GroupOffsetsRecord, GroupsTopicRecord, SourceEndsRecord};
+use super::record::{GroupOffsetsRecord, GroupsTopicRecord, Recorded, SourceEndsRecord};
 use super::translate::{replicated_partitions, translate_groups, GroupOffsets};
 use super::translation::TranslatedOffset;
 use super::TopicPartition;
@@ -79,24 +79,22 @@ impl GroupSync {
     pub async fn run(self, shutdown: Shutdown) {
         let this = Arc::new(self);
         let mut last_applied: HashMap<String, Instant> = HashMap::new();
-        let mut recorded: Option<BTreeSet<String>> = None;
+        // What the groups topic holds, read on from round to round.
+        let mut recorded: Option<Recorded> = None;
         loop {
             tokio::select! {
                 _ = tokio::time::sleep(this.interval) => {}
                 _ = shutdown.wait() => return,
             }
             if !this.lanes.is_owned(Lane(0)) {
-                // Another instance syncs: what it records is read again
-                // when this one syncs next.
-                recorded = None;
                 continue;
             }
             let round = Arc::clone(&this);
-            let previous = (last_applied.clone(), recorded.clone());
+            let previous = (last_applied.clone(), recorded.take().unwrap_or_default());
             match tokio::task::spawn_blocking(move || round.round(previous.0, previous.1)).await {
-                Ok(Ok((applied, now_recorded))) => {
+                Ok(Ok((applied, read))) => {
                     last_applied = applied;
-                    recorded = Some(now_recorded);
+                    recorded = Some(read);
                 }
                 Ok(Err(e)) => tracing::warn!(
                     "group sync round failed (retrying in {:?}): {}",
@@ -112,30 +110,18 @@ impl GroupSync {
     }
 
     /// One round; returns when each group's translation was last committed
-    /// (or found already in place), and the groups the groups topic now
-    /// holds. `recorded` is that set after the previous round (`None`: read
-    /// it from the topic).
+    /// (or found already in place), and the groups topic as read before
+    /// this round's writes (`recorded`: as the last round read it, which
+    /// this one reads on from).
     ///
-    /// The topic holds the groups this sync observes: a recorded group
-    /// that has no offsets of the replicated topics on the source any more
-    /// (deleted, expired, or no longer matched by `--groups.sync`) gets a
-    /// tombstone, so failover never brings it back on the target. A group
-    /// whose offsets could not be read this round keeps its record.
+    /// The topic holds the groups this sync observes: see [`gone`].
     fn round(
         &self,
         mut last_applied: HashMap<String, Instant>,
-        recorded: Option<BTreeSet<String>>,
-    ) -> anyhow::Result<(HashMap<String, Instant>, BTreeSet<String>)> {
-        let recorded = match recorded {
-            Some(recorded) => recorded,
-            None => {
-                let side = self.target.side(RECORDED_READ_KBYTES, CONNECT_TIMEOUT);
-                read_recorded(&side, &self.groups_topic)?
-                    .groups
-                    .into_keys()
-                    .collect()
-            }
-        };
+        mut recorded: Recorded,
+    ) -> anyhow::Result<(HashMap<String, Instant>, Recorded)> {
+        let side = self.target.side(RECORDED_READ_KBYTES, CONNECT_TIMEOUT);
+        recorded.catch_up(&side, &self.groups_topic)?;
         let partitions = replicated_partitions(&self.source, &self.target, Some(&self.topics))?;
         let producer: ThreadedProducer<DefaultProducerContext> = self
             .target
@@ -192,16 +178,11 @@ impl GroupSync {
                 }
             }
         }
-        for gone in recorded
-            .iter()
-            .filter(|g| !observed.contains(*g) && !unread.contains(*g))
-        {
-            send_tombstone(&producer, &self.groups_topic, gone)?;
-            last_applied.remove(gone);
-            tracing::info!(group = %gone, "group sync: the group has no offsets of the replicated topics on the source any more (deleted, expired, or no longer matched by --groups.sync); its record is removed, so failover leaves it out");
+        for group in gone(recorded.groups.keys(), &observed, &unread, &partitions) {
+            send_tombstone(&producer, &self.groups_topic, group)?;
+            last_applied.remove(group);
+            tracing::info!(%group, "group sync: the group has no offsets of the replicated topics on the source any more (deleted, expired, or no longer matched by --groups.sync); its record is removed, so failover leaves it out");
         }
-        let kept = recorded.into_iter().filter(|g| unread.contains(g));
-        let now_recorded = observed.into_iter().chain(kept).collect();
         let (translated, rereads) = self.translate_rest(cached);
 
         // Only groups nobody consumes on the target are written.
@@ -287,15 +268,19 @@ impl GroupSync {
                 "a group sync round took {elapsed:?}, longer than --groups.sync.interval.ms"
             );
         }
-        Ok((last_applied, now_recorded))
+        Ok((last_applied, recorded))
     }
 
-    /// Whether the local cache holds `partition`'s current position: its
-    /// lane is this instance's and copies here past its session's start
-    /// (which checks the cache against the target).
+    /// Whether the local cache holds `partition`'s current position and
+    /// history: its lane is this instance's and copies here past its
+    /// session's start (which checks the cache against the target), and the
+    /// partition is not stopped (a cache that holds commits the target lost
+    /// stops it, and stays as it was).
     fn cache_current(&self, partition: &SourcePartition) -> bool {
         let lane = self.layout.lane_of(partition);
-        self.lanes.is_owned(lane) && self.health.copies(lane)
+        self.lanes.is_owned(lane)
+            && self.health.copies(lane)
+            && !self.health.stopped.contains(partition)
     }
 
     /// What the local cache translates of a group's source offsets; the
@@ -307,16 +292,18 @@ impl GroupSync {
         let mut partial = CachedTranslation::default();
         for ((topic, partition), &offset) in offsets {
             let key = SourcePartition::new(topic.clone(), *partition);
+            // The cache is the partition's only while this instance copies
+            // it: another instance's lane moves on without this cache (a
+            // tail from before the lane moved would translate short for
+            // good), and may start the topic over (the cache's runs would be
+            // the deleted topic's).
+            if !self.cache_current(&key) {
+                partial.unknown.insert((topic.clone(), *partition), offset);
+                continue;
+            }
             // One snapshot of the cache: a tail taken after a commit the
             // lookup did not see would skip that commit's records.
             match self.state.translate(&key, offset)? {
-                // The cache's last position is the partition's only while
-                // this instance copies it; another instance's lane moves on
-                // without this cache (a tail from before a lane moved
-                // would translate short for good).
-                Some(OffsetLookup::Tail(_)) if !self.cache_current(&key) => {
-                    partial.unknown.insert((topic.clone(), *partition), offset);
-                }
                 Some(lookup) => {
                     let t = TranslatedOffset::from_lookup(offset, lookup);
                     partial
@@ -470,6 +457,27 @@ fn send(
         .map_err(|(e, _)| anyhow::anyhow!("recording group offsets in {topic}: {e}"))
 }
 
+/// The recorded groups a round removes from the groups topic: those it did
+/// not observe with offsets of the replicated topics on the source
+/// (deleted, expired, or no longer matched by `--groups.sync`), so failover
+/// never brings them back on the target. A group whose offsets could not be
+/// read (`unread`) keeps its record, and nothing is removed in a round that
+/// found no replicated partition at all (the clusters did not answer
+/// completely: nothing to judge by).
+fn gone<'a>(
+    recorded: impl Iterator<Item = &'a String>,
+    observed: &BTreeSet<String>,
+    unread: &BTreeSet<String>,
+    partitions: &[TopicPartition],
+) -> Vec<&'a String> {
+    if partitions.is_empty() {
+        return Vec::new();
+    }
+    recorded
+        .filter(|g| !observed.contains(*g) && !unread.contains(*g))
+        .collect()
+}
+
 /// Sends a tombstone for `group`'s record (written with the round's flush).
 fn send_tombstone(
     producer: &ThreadedProducer<DefaultProducerContext>,
@@ -487,4 +495,32 @@ fn flush(producer: &ThreadedProducer<DefaultProducerContext>, topic: &str) -> an
     producer
         .flush(Duration::from_secs(30))
         .map_err(|e| anyhow::anyhow!("recording group offsets in {topic}: {e}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn names(names: &[&str]) -> BTreeSet<String> {
+        names.iter().map(|n| n.to_string()).collect()
+    }
+
+    #[test]
+    fn a_recorded_group_not_observed_is_gone_unless_its_offsets_were_not_read() {
+        let recorded = names(&["billing", "audit", "deleted", "unread"]);
+        let partitions = [("orders".to_string(), 0)];
+        let gone = gone(
+            recorded.iter(),
+            &names(&["billing", "audit", "new"]),
+            &names(&["unread"]),
+            &partitions,
+        );
+        assert_eq!(gone, [&"deleted".to_string()]);
+    }
+
+    #[test]
+    fn nothing_is_gone_in_a_round_that_found_no_replicated_partition() {
+        let recorded = names(&["billing"]);
+        assert!(gone(recorded.iter(), &names(&[]), &names(&[]), &[]).is_empty());
+    }
 }

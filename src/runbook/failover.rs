@@ -13,7 +13,7 @@ use serde::Serialize;
 use crate::clusters::Cluster;
 use crate::config::ClientRole;
 use crate::groups::apply::apply;
-use crate::groups::record::read_recorded;
+use crate::groups::record::Recorded;
 use crate::groups::translate::{translate_groups, GroupOffsets, GroupTranslation};
 use crate::offsets::history::read_mappings_with_positions;
 use crate::offsets::tail::Needed;
@@ -113,7 +113,7 @@ pub fn failover(options: &FailoverOptions) -> anyhow::Result<FailoverReport> {
     let target = Cluster::connect("target", &options.target_config, ClientRole::Producer)?;
     let topics = InternalTopics::for_alias(alias);
     let side = target.side(16 * 1024, Duration::from_secs(120));
-    let recorded = read_recorded(&side, &topics.groups)?;
+    let recorded = Recorded::read(&side, &topics.groups)?;
     let Some(ends) = recorded.source_ends.clone() else {
         bail!("{} holds no observation of the source's end offsets: `eosmirror run --groups.sync` never ran for --source.alias {alias}, so the recovery point is unknown", topics.groups);
     };

@@ -117,7 +117,7 @@ impl LaneWorker {
             };
             let resume = found.latest.get(&partition);
             if let Some(cached) = cached.get(&partition) {
-                if let Err(error) = self.check_cached(&partition, cached, &lineage, resume) {
+                if let Err(error) = self.reconcile_cache(&partition, cached, &lineage, resume) {
                     self.stop_partition(error)?;
                     continue;
                 }
@@ -199,7 +199,7 @@ impl LaneWorker {
     /// Keeps or forgets a partition's cached checkpoint, or stops the
     /// partition when the cache holds commits the target lost (see
     /// [`check_cache`]).
-    fn check_cached(
+    fn reconcile_cache(
         &self,
         partition: &SourcePartition,
         cached: &Checkpoint,
