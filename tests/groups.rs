@@ -10,8 +10,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use eosmirror::wire::{InternalTopics, Lineage, ProgressRecord, TopicId};
-use eosmirror_state::{OffsetRun, SourcePartition};
+use eosmirror::wire::InternalTopics;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::message::Message;
 use rdkafka::{Offset, TopicPartitionList};
@@ -336,50 +335,11 @@ fn translation_reads_only_the_tail_of_the_history_its_groups_need() {
         .create_topic_with(&topic, 1, &[("retention.ms", "-1")]);
     let setup = MirrorSetup::new(&bed.source.bootstrap, &bed.target.bootstrap);
     let internal = InternalTopics::for_alias(&setup.alias);
-    for name in [&internal.progress, &internal.position] {
-        bed.target
-            .create_topic_with(name, 1, &[("retention.ms", "-1")]);
-    }
-    // First a record no eosmirror can decode, then one commit per source
-    // record, each copy one target offset further on than its source.
-    let unreadable = TestRecord {
-        partition: 0,
-        key: Some(b"unreadable".to_vec()),
-        value: Some(vec![0xff; 8]),
-        headers: vec![],
-        timestamp: None,
-    };
-    bed.target.produce(&internal.progress, &[unreadable]);
-    let partition = SourcePartition::new(&topic, 0);
-    let history: Vec<TestRecord> = (0..RECORDS)
-        .map(|i| TestRecord {
-            partition: 0,
-            key: Some(ProgressRecord::key(&partition)),
-            value: Some(
-                ProgressRecord {
-                    source: partition.clone(),
-                    lineage: Lineage {
-                        source_cluster_id: "translate-test".into(),
-                        source_topic_id: TopicId([1; 16]),
-                        target_topic_id: TopicId([2; 16]),
-                    },
-                    runs: vec![OffsetRun {
-                        source_start: i,
-                        target_start: i + 1,
-                        len: 1,
-                    }],
-                    next_source_offset: i + 1,
-                    next_target_offset: i + 2,
-                    instance: 7,
-                    committed_at_ms: 0,
-                }
-                .encode(),
-            ),
-            headers: vec![],
-            timestamp: None,
-        })
-        .collect();
-    bed.target.produce(&internal.progress, &history);
+    bed.target
+        .create_topic_with(&internal.position, 1, &[("retention.ms", "-1")]);
+    // Each copy one target offset further on than its source.
+    bed.target
+        .write_long_history(&internal.progress, &topic, RECORDS, 1);
 
     let translate = |group: &str| {
         let (code, stdout, stderr) =

@@ -518,19 +518,6 @@ fn a_recent_range_reads_only_the_tail_of_the_mapping_history() {
     bed.source.produce(&topic, &source);
     let setup = MirrorSetup::new(&bed.source.bootstrap, &bed.target.bootstrap);
 
-    // A history longer than the first chunk read backwards (4,096 offsets),
-    // which starts with a record no eosmirror can decode.
-    let progress = InternalTopics::for_alias(&setup.alias).progress;
-    bed.target
-        .create_topic_with(&progress, 1, &[("retention.ms", "-1")]);
-    let unreadable = TestRecord {
-        partition: 0,
-        key: Some(b"unreadable".to_vec()),
-        value: Some(vec![0xff; 8]),
-        headers: vec![],
-        timestamp: None,
-    };
-    bed.target.produce(&progress, &[unreadable]);
     // The copies, one transaction at target offsets 0..RECORDS; the copy of
     // source offset ALTERED has another value.
     const ALTERED: usize = RECORDS - 10;
@@ -540,37 +527,12 @@ fn a_recent_range_reads_only_the_tail_of_the_mapping_history() {
     copies[ALTERED].value = Some(b"altered".to_vec());
     bed.target
         .produce_transaction(&topic, &copies, TxnOutcome::Commit);
-    // One progress record per copy, as one commit each would write.
-    let partition = SourcePartition::new(&topic, 0);
-    let history: Vec<TestRecord> = (0..RECORDS as i64)
-        .map(|i| TestRecord {
-            partition: 0,
-            key: Some(ProgressRecord::key(&partition)),
-            value: Some(
-                ProgressRecord {
-                    source: partition.clone(),
-                    lineage: Lineage {
-                        source_cluster_id: "verify-test".into(),
-                        source_topic_id: TopicId([1; 16]),
-                        target_topic_id: TopicId([2; 16]),
-                    },
-                    runs: vec![OffsetRun {
-                        source_start: i,
-                        target_start: i,
-                        len: 1,
-                    }],
-                    next_source_offset: i + 1,
-                    next_target_offset: i + 1,
-                    instance: 7,
-                    committed_at_ms: 0,
-                }
-                .encode(),
-            ),
-            headers: vec![],
-            timestamp: None,
-        })
-        .collect();
-    bed.target.produce(&progress, &history);
+    // A history longer than the first chunk read backwards (4,096 offsets),
+    // one commit per copy, which starts with a record no eosmirror can
+    // decode.
+    let progress = InternalTopics::for_alias(&setup.alias).progress;
+    bed.target
+        .write_long_history(&progress, &topic, RECORDS as i64, 0);
 
     // The whole history is needed, and its first record cannot be read.
     let (code, _, stderr) = verify(&setup, &["--include", &topic]);

@@ -15,7 +15,8 @@
 //! One file per concept: the clusters of the bed and how to reach them
 //! (`clusters`), timeouts and errors of broker requests (`broker`), test
 //! records (`records`), topic admin (`topics`), producing (`produce`),
-//! reading back (`read`), consumer-group offsets (`groups`), the metrics
+//! reading back (`read`), consumer-group offsets (`groups`), a long
+//! progress history written directly (`history`), the metrics
 //! endpoint (`metrics`) and the target's secured listeners (`secured`);
 //! `mirror`, `proxy` and `workload` run eosmirror, fault proxies and a
 //! steady producer.
@@ -24,6 +25,7 @@
 mod broker;
 mod clusters;
 mod groups;
+mod history;
 mod metrics;
 pub mod mirror;
 mod produce;
