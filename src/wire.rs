@@ -3,4 +3,4 @@
 //! match) and check that every reader names the problem.
 
 pub use crate::replication::progress::{InternalTopics, Lineage, ProgressRecord};
-pub use crate::topics::identity::TopicId;
+pub use crate::topics::identity::{TopicId, TopicIdRequest};

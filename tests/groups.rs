@@ -339,7 +339,7 @@ fn translation_reads_only_the_tail_of_the_history_its_groups_need() {
         .create_topic_with(&internal.position, 1, &[("retention.ms", "-1")]);
     // Each copy one target offset further on than its source.
     bed.target
-        .write_long_history(&internal.progress, &topic, RECORDS, 1);
+        .write_long_history(&bed.source, &internal.progress, &topic, RECORDS, 1);
 
     let translate = |group: &str| {
         let (code, stdout, stderr) =

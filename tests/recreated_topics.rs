@@ -217,3 +217,72 @@ fn a_recreated_target_topic_is_a_named_stop() {
         "nothing may be copied into the recreated target topic at the old positions"
     );
 }
+
+/// A group's offsets on a source topic deleted and created again are the
+/// new topic's. Through the old copy's mapping they would become positions
+/// in the old copy that look exact: `translate`, group sync and failover
+/// refuse them by name instead, and failover counts the new topic's
+/// records as not replicated.
+#[test]
+fn a_group_on_a_recreated_source_topic_is_not_translated_through_the_old_copy() {
+    let bed = bed();
+    let setup = MirrorSetup::new(&bed.source.bootstrap, &bed.target.bootstrap);
+    let topic = copied_topic(&setup, "recreated-groups");
+    recreate(&bed.source, &topic);
+    bed.source.produce(&topic, &records("new", 2, 30));
+    let group = unique_name("recreated-groups");
+    bed.source
+        .commit_group(&group, &[(&topic, 0, 20), (&topic, 1, 30)]);
+    let refusal = "the source topic was deleted and created again";
+
+    let (code, stdout, stderr) = setup.command(
+        "translate",
+        &["--group", &group, "--topic", &topic, "--apply"],
+    );
+    assert_ne!(code, 0, "{stdout}\n{stderr}");
+    assert!(
+        stderr.contains(refusal) && stderr.contains(&format!("--start.over '{topic}'")),
+        "translate must name the recreated topic:\n{stdout}\n{stderr}"
+    );
+    assert_eq!(bed.target.group_offsets(&group, &topic, 2), BTreeMap::new());
+
+    // A healthy topic keeps the run (and its group sync) going while the
+    // recreated topic's partitions are stopped.
+    let healthy = bed.source.create_topic("recreated-groups-healthy", 1);
+    bed.source.produce(&healthy, &records("h", 1, 10));
+    let mut mirror = setup.start(
+        &format!("{topic}|{healthy}"),
+        &["--groups.sync", &group, "--groups.sync.interval.secs", "1"],
+    );
+    let not_translated = format!("{topic}-0 has no translation: {refusal}");
+    mirror.wait_for_output(0, &[&not_translated], COPY_LIMIT);
+    // One more round: the one that logged it has flushed its records.
+    let since = mirror.output().len();
+    mirror.wait_for_output(since, &[&not_translated], COPY_LIMIT);
+    assert_eq!(
+        bed.target.group_offsets(&group, &topic, 2),
+        BTreeMap::new(),
+        "group sync moved the group into the old copy"
+    );
+    mirror.stop(EXIT_LIMIT);
+
+    let (code, stdout, stderr) = setup.failover(&group);
+    assert_ne!(code, Some(0), "{stdout}\n{stderr}");
+    let report: serde_json::Value =
+        serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("{e}: {stdout}\n{stderr}"));
+    let problems = report["problems"].to_string();
+    assert!(
+        problems.contains(&group) && problems.contains(refusal),
+        "{report}"
+    );
+    assert_eq!(bed.target.group_offsets(&group, &topic, 2), BTreeMap::new());
+    for partition in 0..2 {
+        let rpo = report["rpo"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["topic"] == topic.as_str() && r["partition"] == partition)
+            .unwrap_or_else(|| panic!("no recovery point of {topic}-{partition}: {report}"));
+        assert_eq!(rpo["unreplicated_offsets"].as_i64(), Some(30), "{rpo}");
+    }
+}

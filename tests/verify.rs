@@ -532,7 +532,7 @@ fn a_recent_range_reads_only_the_tail_of_the_mapping_history() {
     // decode.
     let progress = InternalTopics::for_alias(&setup.alias).progress;
     bed.target
-        .write_long_history(&progress, &topic, RECORDS as i64, 0);
+        .write_long_history(&bed.source, &progress, &topic, RECORDS as i64, 0);
 
     // The whole history is needed, and its first record cannot be read.
     let (code, _, stderr) = verify(&setup, &["--include", &topic]);

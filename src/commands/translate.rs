@@ -8,7 +8,7 @@ use crate::cli::groups_args::TranslateArgs;
 use crate::clusters::connect_both;
 use crate::groups::apply::apply;
 use crate::groups::translate::{
-    replicated_partitions, translate_groups, GroupOffsets, GroupTranslation,
+    replicated_partitions, source_topic_ids, translate_groups, GroupOffsets, GroupTranslation,
 };
 use crate::topics::filter::TopicFilter;
 
@@ -31,7 +31,8 @@ pub fn run(args: &TranslateArgs) -> anyhow::Result<GroupTranslation> {
         );
     }
     let group = GroupOffsets::from([(args.group.clone(), offsets)]);
-    let mut translation = translate_groups(&target, &endpoints.source_alias, &group)?
+    let source_ids = source_topic_ids(&source, &group)?;
+    let mut translation = translate_groups(&target, &endpoints.source_alias, &group, &source_ids)?
         .pop()
         .expect("one translation per group");
     if args.apply {

@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::read::{RangeReader, Side};
 use crate::replication::progress::{decode_versioned, encode_versioned, DecodeError};
+use crate::topics::identity::TopicId;
 
 /// A source group's committed offsets, as last observed.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -17,6 +18,10 @@ pub struct GroupOffsetsRecord {
     pub group: String,
     /// (topic, partition, committed source offset).
     pub offsets: Vec<(String, i32, i64)>,
+    /// (topic, its id on the source when the offsets were read): failover
+    /// cannot ask the source, and a topic deleted and created again under
+    /// its name has offsets that the old copy's mapping must not translate.
+    pub source_topic_ids: Vec<(String, TopicId)>,
     /// When they were read from the source (ms since the epoch).
     pub observed_at_ms: i64,
 }
@@ -27,6 +32,9 @@ pub struct GroupOffsetsRecord {
 pub struct SourceEndsRecord {
     /// (topic, partition, source end offset, replicated position).
     pub partitions: Vec<(String, i32, i64, i64)>,
+    /// (topic, its id on the source when the ends were read): a position
+    /// on the target of a topic recreated since is the old topic's.
+    pub source_topic_ids: Vec<(String, TopicId)>,
     pub observed_at_ms: i64,
 }
 
@@ -133,10 +141,12 @@ mod tests {
         let g = GroupsTopicRecord::Group(GroupOffsetsRecord {
             group: "billing".into(),
             offsets: vec![("orders".into(), 2, 41)],
+            source_topic_ids: vec![("orders".into(), TopicId([7; 16]))],
             observed_at_ms: 5,
         });
         let e = GroupsTopicRecord::SourceEnds(SourceEndsRecord {
             partitions: vec![("orders".into(), 2, 50, 45)],
+            source_topic_ids: vec![("orders".into(), TopicId([7; 16]))],
             observed_at_ms: 6,
         });
         assert_eq!(GroupsTopicRecord::decode(&g.encode()).unwrap(), g);

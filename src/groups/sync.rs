@@ -18,7 +18,7 @@ use rdkafka::producer::{BaseRecord, DefaultProducerContext, Producer, ThreadedPr
 use super::admin::GroupAdmin;
 use super::apply::plan;
 use super::record::{GroupOffsetsRecord, GroupsTopicRecord, Recorded, SourceEndsRecord};
-use super::translate::{replicated_partitions, translate_groups, GroupOffsets};
+use super::translate::{replicated_partitions, translate_groups, GroupOffsets, SourceTopicIds};
 use super::translation::TranslatedOffset;
 use super::TopicPartition;
 use crate::clusters::{Cluster, CONNECT_TIMEOUT};
@@ -33,6 +33,7 @@ use crate::replication::membership::LaneOwnership;
 use crate::replication::progress::InternalTopics;
 use crate::shutdown::Shutdown;
 use crate::topics::filter::TopicFilter;
+use crate::topics::identity::TopicId;
 
 /// Reader memory for the groups topic (compacted: one record per group).
 const RECORDED_READ_KBYTES: usize = 1024;
@@ -123,6 +124,11 @@ impl GroupSync {
         let side = self.target.side(RECORDED_READ_KBYTES, CONNECT_TIMEOUT);
         recorded.catch_up(&side, &self.groups_topic)?;
         let partitions = replicated_partitions(&self.source, &self.target, Some(&self.topics))?;
+        let topic_names: BTreeSet<&str> = partitions.iter().map(|(t, _)| t.as_str()).collect();
+        let source_ids = self
+            .source
+            .side(1024, CONNECT_TIMEOUT)
+            .topic_ids(&topic_names.into_iter().collect::<Vec<_>>())?;
         let producer: ThreadedProducer<DefaultProducerContext> = self
             .target
             .connection
@@ -166,10 +172,11 @@ impl GroupSync {
                         .iter()
                         .map(|((t, p), o)| (t.clone(), *p, *o))
                         .collect(),
+                    source_topic_ids: recorded_ids(&source_ids, offsets.keys().map(|(t, _)| t)),
                     observed_at_ms,
                 }),
             )?;
-            match self.translate_cached(&offsets) {
+            match self.translate_cached(&offsets, &source_ids) {
                 Ok(partial) => {
                     cached.insert(group, partial);
                 }
@@ -183,7 +190,7 @@ impl GroupSync {
             last_applied.remove(group);
             tracing::info!(%group, "group sync: the group has no offsets of the replicated topics on the source any more (deleted, expired, or no longer matched by --groups.sync); its record is removed, so failover leaves it out");
         }
-        let (translated, rereads) = self.translate_rest(cached);
+        let (translated, rereads) = self.translate_rest(cached, &source_ids);
 
         // Only groups nobody consumes on the target are written.
         let candidates: Vec<String> = translated.keys().cloned().collect();
@@ -253,7 +260,7 @@ impl GroupSync {
         send(
             &producer,
             &self.groups_topic,
-            &self.source_ends(&partitions, observed_at_ms)?,
+            &self.source_ends(&partitions, &source_ids, observed_at_ms)?,
         )?;
         flush(&producer, &self.groups_topic)?;
         let elapsed = started.elapsed();
@@ -288,6 +295,7 @@ impl GroupSync {
     fn translate_cached(
         &self,
         offsets: &BTreeMap<TopicPartition, i64>,
+        source_ids: &SourceTopicIds,
     ) -> anyhow::Result<CachedTranslation> {
         let mut partial = CachedTranslation::default();
         for ((topic, partition), &offset) in offsets {
@@ -296,8 +304,14 @@ impl GroupSync {
             // it: another instance's lane moves on without this cache (a
             // tail from before the lane moved would translate short for
             // good), and may start the topic over (the cache's runs would be
-            // the deleted topic's).
-            if !self.cache_current(&key) {
+            // the deleted topic's). A source topic recreated since the
+            // lane's last check is the target's mapping's to refuse.
+            let cached_topic = self
+                .state
+                .checkpoint(&key)?
+                .map(|c| TopicId(c.incarnation.source_topic_id));
+            let source_now = source_ids.get(topic).copied().flatten();
+            if !self.cache_current(&key) || cached_topic != source_now {
                 partial.unknown.insert((topic.clone(), *partition), offset);
                 continue;
             }
@@ -326,6 +340,7 @@ impl GroupSync {
     fn translate_rest(
         &self,
         cached: BTreeMap<String, CachedTranslation>,
+        source_ids: &SourceTopicIds,
     ) -> (
         BTreeMap<String, BTreeMap<TopicPartition, i64>>,
         BTreeMap<String, i64>,
@@ -337,7 +352,7 @@ impl GroupSync {
             .collect();
         let mut from_history = BTreeMap::new();
         if !unknown.is_empty() {
-            match translate_groups(&self.target, &self.alias, &unknown) {
+            match translate_groups(&self.target, &self.alias, &unknown, source_ids) {
                 Ok(translations) => {
                     from_history = translations
                         .into_iter()
@@ -393,9 +408,14 @@ impl GroupSync {
     /// the others' positions come from the position topic on the target. A
     /// partition with no position has copied nothing: its copy starts at the
     /// source's first offset, which retention may have moved past 0.
+    ///
+    /// A position recorded for a source topic since deleted and created
+    /// again (other than `source_ids`) counts as none: nothing of the new
+    /// topic is replicated yet.
     fn source_ends(
         &self,
         partitions: &[TopicPartition],
+        source_ids: &SourceTopicIds,
         observed_at_ms: i64,
     ) -> anyhow::Result<GroupsTopicRecord> {
         let side: Side = self.source.side(1024, Duration::from_secs(30));
@@ -423,10 +443,17 @@ impl GroupSync {
             let (topic, partition) = &tp;
             let key = SourcePartition::new(topic, *partition);
             let (low, high) = stable_ends[&key];
+            let source_now = source_ids.get(topic).copied().flatten();
             let position = if cached(&tp) {
-                self.state.checkpoint(&key)?.map(|c| c.next_source_offset)
+                self.state
+                    .checkpoint(&key)?
+                    .filter(|c| Some(TopicId(c.incarnation.source_topic_id)) == source_now)
+                    .map(|c| c.next_source_offset)
             } else {
-                positions.get(&tp).map(|p| p.next_source_offset)
+                positions
+                    .get(&tp)
+                    .filter(|p| Some(p.lineage.source_topic_id) == source_now)
+                    .map(|p| p.next_source_offset)
             }
             .unwrap_or(low);
             // Only transaction markers past the position: nothing is missing.
@@ -441,9 +468,23 @@ impl GroupSync {
         }
         Ok(GroupsTopicRecord::SourceEnds(SourceEndsRecord {
             partitions: ends,
+            source_topic_ids: recorded_ids(source_ids, partitions.iter().map(|(t, _)| t)),
             observed_at_ms,
         }))
     }
+}
+
+/// The ids of `topics` (each once) as a record of the groups topic keeps
+/// them; a topic whose id is not known is left out.
+fn recorded_ids<'a>(
+    ids: &SourceTopicIds,
+    topics: impl Iterator<Item = &'a String>,
+) -> Vec<(String, TopicId)> {
+    let topics: BTreeSet<&String> = topics.collect();
+    topics
+        .into_iter()
+        .filter_map(|t| Some((t.clone(), ids.get(t).copied().flatten()?)))
+        .collect()
 }
 
 fn send(

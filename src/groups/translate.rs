@@ -12,12 +12,15 @@ use serde::Serialize;
 
 use crate::clusters::{Cluster, CONNECT_TIMEOUT};
 use crate::groups::apply::Applied;
-use crate::groups::translation::{translate, TranslatedOffset, TranslationKind};
+use crate::groups::translation::{
+    check_topics, translate, TopicsNow, TranslatedOffset, TranslationKind,
+};
 use crate::groups::TopicPartition;
 use crate::offsets::history::read_mappings_with_positions;
 use crate::offsets::tail::Needed;
 use crate::replication::progress::InternalTopics;
 use crate::topics::filter::TopicFilter;
+use crate::topics::identity::TopicId;
 use crate::topics::target::partition_counts;
 
 /// Prefetch bound of the mapping reader (KiB).
@@ -137,14 +140,34 @@ pub fn replicated_partitions(
 /// Committed source offsets per group.
 pub type GroupOffsets = BTreeMap<String, BTreeMap<TopicPartition, i64>>;
 
+/// The ids of the source topics whose offsets the groups committed (`None`:
+/// not known), by topic name: read from the source, or recorded with the
+/// offsets by group sync when the source is gone.
+pub type SourceTopicIds = BTreeMap<String, Option<TopicId>>;
+
+/// The ids the topics of `groups`' offsets have on the source now.
+pub fn source_topic_ids(source: &Cluster, groups: &GroupOffsets) -> anyhow::Result<SourceTopicIds> {
+    let names: BTreeSet<&str> = groups
+        .values()
+        .flat_map(|offsets| offsets.keys().map(|(topic, _)| topic.as_str()))
+        .collect();
+    let side = source.side(1024, CONNECT_TIMEOUT);
+    Ok(side.topic_ids(&names.into_iter().collect::<Vec<_>>())?)
+}
+
 /// Translates each group's committed source offsets through the mapping on
 /// the target, in the groups' order. The mapping of the union of their
 /// partitions is read once: a history of days, read again for each of many
 /// groups, would keep a cutover's outage window open that many times over.
+///
+/// A partition whose mapping was recorded for other topics than
+/// `source_ids` and the target's topics now (a topic deleted and created
+/// again under its name) has no translation: see [`check_topics`].
 pub fn translate_groups(
     target: &Cluster,
     alias: &str,
     groups: &GroupOffsets,
+    source_ids: &SourceTopicIds,
 ) -> anyhow::Result<Vec<GroupTranslation>> {
     let side = target.side(MAPPING_QUEUE_KBYTES, Duration::from_secs(120));
     // The history from the lowest offset of any group, per partition: a
@@ -161,12 +184,22 @@ pub fn translate_groups(
     // A partition idle for longer than the progress topic's retention has
     // no mapping left there, but the compacted position topic keeps its
     // replicated tail for ever: groups caught up on it still translate.
-    let (maps, truncated) =
+    let (maps, lineages, truncated) =
         read_mappings_with_positions(&side, &topics, &wanted, &Needed::From(lowest))?;
+    let names: BTreeSet<&str> = wanted.iter().map(|(topic, _)| topic.as_str()).collect();
+    let target_ids = side.topic_ids(&names.into_iter().collect::<Vec<_>>())?;
     let empty = Default::default();
     let translation_of = |(topic, partition): &TopicPartition, source_offset: i64| {
-        let map = maps.get(&(topic.clone(), *partition)).unwrap_or(&empty);
-        let result = translate(map, truncated, source_offset);
+        let key = (topic.clone(), *partition);
+        let now = TopicsNow {
+            source: source_ids.get(topic).copied().flatten(),
+            target: target_ids.get(topic).copied().flatten(),
+        };
+        let result = match lineages.get(&key) {
+            Some(lineage) => check_topics(topic, lineage, now),
+            None => Ok(()),
+        }
+        .and_then(|()| translate(maps.get(&key).unwrap_or(&empty), truncated, source_offset));
         PartitionTranslation {
             topic: topic.clone(),
             partition: *partition,

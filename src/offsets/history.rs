@@ -45,11 +45,16 @@ pub fn read_mappings_as_of(
     Ok((seal(histories), later, truncated))
 }
 
+/// The topics (cluster and ids) each source partition's mapping was
+/// recorded for.
+pub type Lineages = BTreeMap<(String, i32), Lineage>;
+
 /// One offset mapping per wanted source partition: the history `needed`
 /// in the progress topic (committed records only; see [`super::tail`])
 /// with its latest position merged in, so a partition idle for longer than
-/// the progress topic's retention still translates. Also tells whether a
-/// history needed was truncated by retention.
+/// the progress topic's retention still translates. Also returns the
+/// topics each mapping belongs to, and whether a history needed was
+/// truncated by retention.
 ///
 /// Positions are read *before* the history: a tail newer than the runs
 /// read would skip the records of the commits in between, while an older
@@ -62,7 +67,7 @@ pub fn read_mappings_with_positions(
     topics: &InternalTopics,
     wanted: &BTreeSet<(String, i32)>,
     needed: &Needed,
-) -> anyhow::Result<(Mappings, bool)> {
+) -> anyhow::Result<(Mappings, Lineages, bool)> {
     let positions = read_positions(target, &topics.position, wanted)?;
     let (mut histories, _, truncated) =
         read_histories(target, &topics.progress, wanted, None, needed)?;
@@ -78,7 +83,11 @@ pub fn read_mappings_with_positions(
             );
         }
     }
-    Ok((seal(histories), truncated))
+    let lineages = histories
+        .iter()
+        .map(|(key, (lineage, _))| (key.clone(), lineage.clone()))
+        .collect();
+    Ok((seal(histories), lineages, truncated))
 }
 
 /// Each partition's history with the lineage it belongs to, not sealed.

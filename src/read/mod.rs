@@ -2,7 +2,7 @@
 //! transaction markers and aborted records (which a reader never returns)
 //! still count as progress. Blocking: callers run them on their own threads.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -19,6 +19,7 @@ mod stall;
 
 use crate::replication::throttle::Throttle;
 use crate::replication::watermarks::{self, Watermarks, WatermarksError};
+use crate::topics::identity::{TopicId, TopicIdRequest};
 use eosmirror_state::SourcePartition;
 
 use record::RecordImage;
@@ -51,6 +52,13 @@ pub enum ReadError {
         side: &'static str,
         #[source]
         source: Box<WatermarksError>,
+    },
+    #[error("{side}: reading the ids of topics {topics}: {source}")]
+    TopicIds {
+        side: &'static str,
+        topics: String,
+        #[source]
+        source: KafkaError,
     },
     #[error("{side} {topic}-{partition}: records from offset {requested} were deleted (the partition now starts at a later offset) before they were read")]
     Deleted {
@@ -364,6 +372,25 @@ impl Side {
         self.list_all(partitions, true, |client| {
             watermarks::fetch_all(client, partitions, self.stall_limit)
         })
+    }
+
+    /// The id of each of `topics` now (`None`: no such topic), so offsets
+    /// recorded for a topic deleted since are told from the new topic's.
+    pub fn topic_ids(
+        &self,
+        topics: &[&str],
+    ) -> Result<BTreeMap<String, Option<TopicId>>, ReadError> {
+        let failed = |source| ReadError::TopicIds {
+            side: self.name,
+            topics: topics.join(", "),
+            source,
+        };
+        let client = self.query_client(false).map_err(failed)?;
+        self.retry_transient(
+            || TopicIdRequest::send(client.client(), topics, self.stall_limit).wait(),
+            is_transient,
+        )
+        .map_err(failed)
     }
 
     /// Asks `list` (ListOffsets requests about all of `partitions`) of the

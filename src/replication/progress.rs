@@ -23,8 +23,9 @@ use crate::topics::identity::TopicId;
 /// Bumped when the encoding or the layout of the internal topics changes;
 /// readers refuse versions they don't know instead of misreading positions.
 /// Version 2: one internal partition per lane (version 1 had one partition).
-/// Version 3: every record names its [`Lineage`].
-const FORMAT_VERSION: u8 = 3;
+/// Version 3: every record names its [`Lineage`]. Version 4: recorded
+/// group offsets name their source topics' ids.
+const FORMAT_VERSION: u8 = 4;
 
 /// Internal topics every eosmirror instance of one source alias shares.
 #[derive(Debug, Clone)]

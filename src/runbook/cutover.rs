@@ -25,7 +25,7 @@ use serde::Serialize;
 use crate::clusters::{connect_both, Endpoints};
 use crate::groups::apply::apply;
 use crate::groups::translate::{
-    replicated_partitions, translate_groups, GroupOffsets, GroupTranslation,
+    replicated_partitions, source_topic_ids, translate_groups, GroupOffsets, GroupTranslation,
 };
 use crate::groups::TopicPartition;
 use crate::offsets::history::read_positions;
@@ -381,7 +381,8 @@ pub fn cutover(options: &CutoverOptions) -> anyhow::Result<CutoverReport> {
                 final_offsets.insert(group, offsets);
             }
         }
-        for mut translation in translate_groups(&target, alias, &final_offsets)? {
+        let source_ids = source_topic_ids(&source, &final_offsets)?;
+        for mut translation in translate_groups(&target, alias, &final_offsets, &source_ids)? {
             let group = &translation.group;
             match translation.target_offsets() {
                 None => problems.push(format!(

@@ -3,6 +3,7 @@
 //! on the target, and report the recovery point: what the source had that
 //! was not replicated when it was last observed.
 
+use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -14,11 +15,12 @@ use crate::clusters::Cluster;
 use crate::config::ClientRole;
 use crate::groups::apply::apply;
 use crate::groups::record::Recorded;
-use crate::groups::translate::{translate_groups, GroupOffsets, GroupTranslation};
+use crate::groups::translate::{translate_groups, GroupOffsets, GroupTranslation, SourceTopicIds};
 use crate::offsets::history::read_mappings_with_positions;
 use crate::offsets::tail::Needed;
 use crate::pattern::NamePattern;
 use crate::replication::progress::InternalTopics;
+use crate::topics::identity::TopicId;
 
 /// Which groups fail over onto which target.
 #[derive(Debug, Clone)]
@@ -130,16 +132,30 @@ pub fn failover(options: &FailoverOptions) -> anyhow::Result<FailoverReport> {
         );
     }
 
-    let offsets: GroupOffsets = groups
-        .iter()
-        .map(|g| {
-            let offsets = g.offsets.iter().map(|(t, p, o)| ((t.clone(), *p), *o));
-            (g.group.clone(), offsets.collect())
-        })
-        .collect();
+    // The groups by the source topic ids their offsets were read with
+    // (one set, unless a topic was recreated between two of sync's rounds
+    // that recorded them): the mapping's topics are checked against them.
+    let mut by_topic_ids: BTreeMap<SourceTopicIds, GroupOffsets> = BTreeMap::new();
+    for g in &groups {
+        let ids = g
+            .source_topic_ids
+            .iter()
+            .map(|(topic, id)| (topic.clone(), Some(*id)))
+            .collect();
+        let offsets = g.offsets.iter().map(|(t, p, o)| ((t.clone(), *p), *o));
+        by_topic_ids
+            .entry(ids)
+            .or_default()
+            .insert(g.group.clone(), offsets.collect());
+    }
+    let mut translated = Vec::new();
+    for (ids, offsets) in &by_topic_ids {
+        translated.extend(translate_groups(&target, alias, offsets, ids)?);
+    }
+    translated.sort_by(|a, b| a.group.cmp(&b.group));
     let mut translations = Vec::new();
     let mut problems = Vec::new();
-    for mut translation in translate_groups(&target, alias, &offsets)? {
+    for mut translation in translated {
         let Some(to_commit) = translation.target_offsets() else {
             let untranslated = translation
                 .partitions
@@ -176,13 +192,28 @@ pub fn failover(options: &FailoverOptions) -> anyhow::Result<FailoverReport> {
         .map(|(t, p, _, _)| (t.clone(), *p))
         .collect();
     // Only each partition's replicated position: its newest commit.
-    let (maps, _) = read_mappings_with_positions(&side, &topics, &wanted, &Needed::Last(0))?;
+    let (maps, lineages, _) =
+        read_mappings_with_positions(&side, &topics, &wanted, &Needed::Last(0))?;
+    let observed_ids: BTreeMap<&str, TopicId> = ends
+        .source_topic_ids
+        .iter()
+        .map(|(topic, id)| (topic.as_str(), *id))
+        .collect();
     let rpo = ends
         .partitions
         .iter()
         .map(|(topic, partition, source_end, observed_position)| {
+            let key = (topic.clone(), *partition);
+            // A position of the topic before it was recreated on the source
+            // says nothing of the new topic's records.
+            let same_topic = lineages.get(&key).is_some_and(|l| {
+                observed_ids
+                    .get(topic.as_str())
+                    .is_none_or(|id| *id == l.source_topic_id)
+            });
             let position = maps
-                .get(&(topic.clone(), *partition))
+                .get(&key)
+                .filter(|_| same_topic)
                 .and_then(|m| m.replicated_position)
                 .unwrap_or(*observed_position)
                 .max(*observed_position);

@@ -1,7 +1,7 @@
 //! A long offset-translation history written straight into eosmirror's
 //! progress topic, for the readers that must read only its tail.
 
-use eosmirror::wire::{Lineage, ProgressRecord, TopicId};
+use eosmirror::wire::{Lineage, ProgressRecord};
 use eosmirror_state::{OffsetRun, SourcePartition};
 
 use super::clusters::Cluster;
@@ -13,8 +13,21 @@ impl Cluster {
     /// tail reader must never reach, then one commit per record, as one
     /// eosmirror transaction each would record it: source offset `i` of
     /// `topic`-0 copied to target offset `i + shift`, for `i` in
-    /// `0..commits`.
-    pub fn write_long_history(&self, progress: &str, topic: &str, commits: i64, shift: i64) {
+    /// `0..commits`. The commits name `source`'s and this cluster's
+    /// `topic` as they are, as a copy of them would.
+    pub fn write_long_history(
+        &self,
+        source: &Cluster,
+        progress: &str,
+        topic: &str,
+        commits: i64,
+        shift: i64,
+    ) {
+        let lineage = Lineage {
+            source_cluster_id: "history-test".into(),
+            source_topic_id: source.topic_id(topic),
+            target_topic_id: self.topic_id(topic),
+        };
         self.create_topic_with(progress, 1, &[("retention.ms", "-1")]);
         let unreadable = TestRecord {
             partition: 0,
@@ -32,11 +45,7 @@ impl Cluster {
                 value: Some(
                     ProgressRecord {
                         source: partition.clone(),
-                        lineage: Lineage {
-                            source_cluster_id: "history-test".into(),
-                            source_topic_id: TopicId([1; 16]),
-                            target_topic_id: TopicId([2; 16]),
-                        },
+                        lineage: lineage.clone(),
                         runs: vec![OffsetRun {
                             source_start: i,
                             target_start: i + shift,

@@ -4,6 +4,7 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
+use eosmirror::wire::{TopicId, TopicIdRequest};
 use rdkafka::admin::{AdminOptions, NewTopic, TopicReplication};
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::types::RDKafkaErrorCode;
@@ -92,6 +93,18 @@ impl Cluster {
             );
             std::thread::sleep(Duration::from_millis(50));
         }
+    }
+
+    /// The id the cluster gave `topic` (panics if it has no such topic).
+    pub fn topic_id(&self, topic: &str) -> TopicId {
+        let consumer: BaseConsumer = self.client_config().create().expect("create consumer");
+        let ids = TopicIdRequest::send(consumer.client(), &[topic], BROKER_TIMEOUT)
+            .wait()
+            .unwrap_or_else(|e| panic!("{}: the id of {topic}: {e}", self.name));
+        ids.get(topic)
+            .copied()
+            .flatten()
+            .unwrap_or_else(|| panic!("{}: no topic {topic}", self.name))
     }
 
     /// Number of partitions of `topic`, or `None` if the cluster doesn't have it.
