@@ -379,6 +379,48 @@ fn translation_reads_only_the_tail_of_the_history_its_groups_need() {
     assert!(stderr.contains("offset 0 is unreadable"), "{stderr}");
 }
 
+/// A partition idle for longer than the progress topic's retention has no
+/// commit left in its lane's history, only its position. A group caught up
+/// on it translates from that position: no search through its lane's whole
+/// history (standing for days of another partition's commits) for a commit
+/// that is not there. A group behind the position needs the history.
+#[test]
+fn a_group_caught_up_on_an_idle_partition_needs_none_of_its_lanes_history() {
+    let bed = bed();
+    let busy = bed.source.create_topic("groups-idle-busy", 1);
+    let idle = bed.source.create_topic("groups-idle", 1);
+    let idle_records: Vec<_> = (0..10).map(|i| record(0, "i", i)).collect();
+    bed.source.produce(&idle, &idle_records);
+    for topic in [&busy, &idle] {
+        bed.target
+            .create_topic_with(topic, 1, &[("retention.ms", "-1")]);
+    }
+    let setup = MirrorSetup::new(&bed.source.bootstrap, &bed.target.bootstrap);
+    let internal = InternalTopics::for_alias(&setup.alias);
+    // One lane: the busy partition's history is the idle one's lane's.
+    bed.target
+        .write_long_history(&bed.source, &internal.progress, &busy, 6_000, 0);
+    bed.target
+        .write_position(&bed.source, &internal.position, &idle, 10, 11);
+
+    let caught_up = unique_name("idle-caught-up");
+    bed.source.commit_group(&caught_up, &[(&idle, 0, 10)]);
+    let (code, stdout, stderr) =
+        setup.command("translate", &["--group", &caught_up, "--format", "json"]);
+    assert_eq!(code, 0, "{stdout}\n{stderr}");
+    let report: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    let translation = &report["partitions"][0]["translation"];
+    assert_eq!(translation["target_offset"].as_i64(), Some(11), "{report}");
+    assert_eq!(translation["kind"], "tail", "{report}");
+    assert_eq!(translation["rereads"].as_i64(), Some(0), "{report}");
+
+    let behind = unique_name("idle-behind");
+    bed.source.commit_group(&behind, &[(&idle, 0, 4)]);
+    let (code, _, stderr) = setup.command("translate", &["--group", &behind]);
+    assert_ne!(code, 0, "{stderr}");
+    assert!(stderr.contains("offset 0 is unreadable"), "{stderr}");
+}
+
 /// A partition with nothing copied yet translates to the end of its target
 /// partition, which is not 0 once retention or DeleteRecords emptied it: a
 /// group moved there must not land before the target's first offset.

@@ -41,7 +41,7 @@ pub fn read_mappings_as_of(
 ) -> anyhow::Result<(Mappings, TargetEnds, bool)> {
     let wanted = ends.keys().cloned().collect();
     let (histories, later, truncated) =
-        read_histories(target, progress_topic, &wanted, Some(ends), needed)?;
+        read_histories(target, progress_topic, &wanted, Some(ends), needed, None)?;
     Ok((seal(histories), later, truncated))
 }
 
@@ -62,15 +62,29 @@ pub type Lineages = BTreeMap<(String, i32), Lineage>;
 /// A position of another lineage than the history's is older than it (a
 /// topic that starts over writes its new lineage to the history first, with
 /// its claim), so it is left out.
+///
+/// A partition whose range starts at or past its position needs none of
+/// its history (see [`TailSearch::start_from_positions`]): a group caught
+/// up on a partition idle for days costs no read of those days. Only the
+/// commits made since the positions were read are read for it, so a
+/// start-over among them still replaces the position's lineage.
 pub fn read_mappings_with_positions(
     target: &Side,
     topics: &InternalTopics,
     wanted: &BTreeSet<(String, i32)>,
     needed: &Needed,
 ) -> anyhow::Result<(Mappings, Lineages, bool)> {
+    let progress_ends = internal_topic_ranges(target, &topics.progress)?
+        .into_iter()
+        .map(|(partition, _, end)| (partition, end))
+        .collect();
     let positions = read_positions(target, &topics.position, wanted)?;
+    let known = KnownTails {
+        positions: &positions,
+        progress_ends: &progress_ends,
+    };
     let (mut histories, _, truncated) =
-        read_histories(target, &topics.progress, wanted, None, needed)?;
+        read_histories(target, &topics.progress, wanted, None, needed, Some(known))?;
     for (key, position) in positions {
         let (lineage, map) = histories
             .entry(key)
@@ -93,6 +107,16 @@ pub fn read_mappings_with_positions(
 /// Each partition's history with the lineage it belongs to, not sealed.
 type Histories = BTreeMap<(String, i32), (Lineage, OffsetMap)>;
 
+/// What was known of the partitions before their history was searched.
+#[derive(Clone, Copy)]
+struct KnownTails<'a> {
+    /// Their position records.
+    positions: &'a BTreeMap<(String, i32), ProgressRecord>,
+    /// The progress topic's end per partition, read before the positions:
+    /// every commit after a position lies at or past it.
+    progress_ends: &'a BTreeMap<i32, i64>,
+}
+
 /// A partition's records are in commit order, so when its lineage changes
 /// (the topic was recreated and started over with `--start.over`) the
 /// newer lineage's history replaces the older one's: offsets of one topic
@@ -103,6 +127,7 @@ fn read_histories(
     wanted: &BTreeSet<(String, i32)>,
     as_of: Option<&TargetEnds>,
     needed: &Needed,
+    known: Option<KnownTails<'_>>,
 ) -> anyhow::Result<(Histories, TargetEnds, bool)> {
     let ranges = internal_topic_ranges(target, progress_topic)?;
     let layout = Layout::new(ranges.len() as u32).ok();
@@ -119,7 +144,13 @@ fn read_histories(
                     .filter(|key| lane_of(key).is_none_or(|lane| lane == partition))
                     .cloned();
                 let mut search = TailSearch::new(needed, as_of, keys);
+                if let Some(known) = known {
+                    search.start_from_positions(known.positions);
+                }
                 let start = tail_start(target, progress_topic, partition, low, high, &mut search)?;
+                // The commits since the positions were read, in any case.
+                let since_positions = known.and_then(|k| k.progress_ends.get(&partition));
+                let start = since_positions.map_or(start, |&end| start.min(end).max(low));
                 (start, search.covered())
             }
         };

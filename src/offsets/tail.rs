@@ -73,6 +73,26 @@ impl<'a> TailSearch<'a> {
         }
     }
 
+    /// Takes each partition's newest commit as the position topic held it
+    /// (read before the history is searched): a range that starts at or
+    /// past a partition's position needs no commit before it, so the
+    /// search does not go looking for that partition's last commit, which
+    /// for a partition idle for days lies days back in its lane's history.
+    pub fn start_from_positions(&mut self, positions: &BTreeMap<Key, ProgressRecord>) {
+        for (key, coverage) in &mut self.partitions {
+            let Some(position) = positions.get(key) else {
+                continue;
+            };
+            coverage.covered |= match self.needed {
+                Needed::From(starts) => starts
+                    .get(key)
+                    .is_none_or(|&from| position.next_source_offset <= from),
+                Needed::Last(0) => true,
+                Needed::Last(_) | Needed::All => false,
+            };
+        }
+    }
+
     /// Whether a record of `key` is still of interest.
     pub fn wants(&self, key: &Key) -> bool {
         self.partitions.get(key).is_some_and(|c| !c.covered)
@@ -246,5 +266,31 @@ mod tests {
         q.source = SourcePartition::new("q", 1);
         search.older_chunk(vec![q.clone(), q]);
         assert!(search.covered());
+    }
+
+    #[test]
+    fn a_range_from_the_position_on_needs_no_history() {
+        let position = |next_source: i64| [(key(), commit(next_source - 10, 0, 10))].into();
+        let needed = Needed::From([(key(), 100)].into());
+        let mut search = TailSearch::new(&needed, None, [key()]);
+        search.start_from_positions(&position(100));
+        assert!(search.covered(), "the group is at the position");
+        assert!(!search.wants(&key()));
+        // A group behind the position needs the commits after its offset.
+        let mut search = TailSearch::new(&needed, None, [key()]);
+        search.start_from_positions(&position(120));
+        assert!(!search.covered());
+        search.older_chunk(history());
+        assert!(search.covered(), "commit 9 starts at 90 <= 100");
+        // The newest commit alone, whatever it is; a count of records
+        // needs the commits themselves.
+        let newest = Needed::Last(0);
+        let mut search = TailSearch::new(&newest, None, [key()]);
+        search.start_from_positions(&position(120));
+        assert!(search.covered());
+        let last = Needed::Last(5);
+        let mut search = TailSearch::new(&last, None, [key()]);
+        search.start_from_positions(&position(120));
+        assert!(!search.covered());
     }
 }

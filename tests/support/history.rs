@@ -1,5 +1,6 @@
-//! A long offset-translation history written straight into eosmirror's
-//! progress topic, for the readers that must read only its tail.
+//! A long offset-translation history (and a position) written straight
+//! into eosmirror's internal topics, for the readers that must read only
+//! what they need of it.
 
 use eosmirror::wire::{Lineage, ProgressRecord};
 use eosmirror_state::{OffsetRun, SourcePartition};
@@ -23,11 +24,7 @@ impl Cluster {
         commits: i64,
         shift: i64,
     ) {
-        let lineage = Lineage {
-            source_cluster_id: "history-test".into(),
-            source_topic_id: source.topic_id(topic),
-            target_topic_id: self.topic_id(topic),
-        };
+        let lineage = self.lineage_of(source, topic);
         self.create_topic_with(progress, 1, &[("retention.ms", "-1")]);
         let unreadable = TestRecord {
             partition: 0,
@@ -63,5 +60,49 @@ impl Cluster {
             })
             .collect();
         self.produce(progress, &history);
+    }
+
+    /// Creates `position_topic` with one partition and writes to it the
+    /// position of `topic`-0 at `next_source` and `next_target` with no
+    /// copies, as a claim records it: all that is left of a partition idle
+    /// for longer than the progress topic's retention.
+    pub fn write_position(
+        &self,
+        source: &Cluster,
+        position_topic: &str,
+        topic: &str,
+        next_source: i64,
+        next_target: i64,
+    ) {
+        self.create_topic_with(position_topic, 1, &[("retention.ms", "-1")]);
+        let partition = SourcePartition::new(topic, 0);
+        let position = ProgressRecord {
+            source: partition.clone(),
+            lineage: self.lineage_of(source, topic),
+            runs: vec![],
+            next_source_offset: next_source,
+            next_target_offset: next_target,
+            instance: 7,
+            committed_at_ms: 0,
+        };
+        self.produce(
+            position_topic,
+            &[TestRecord {
+                partition: 0,
+                key: Some(ProgressRecord::key(&partition)),
+                value: Some(position.encode()),
+                headers: vec![],
+                timestamp: None,
+            }],
+        );
+    }
+
+    /// The lineage of a copy of `source`'s `topic` into this cluster's.
+    fn lineage_of(&self, source: &Cluster, topic: &str) -> Lineage {
+        Lineage {
+            source_cluster_id: "history-test".into(),
+            source_topic_id: source.topic_id(topic),
+            target_topic_id: self.topic_id(topic),
+        }
     }
 }
