@@ -221,8 +221,9 @@ fn a_recreated_target_topic_is_a_named_stop() {
 /// A group's offsets on a source topic deleted and created again are the
 /// new topic's. Through the old copy's mapping they would become positions
 /// in the old copy that look exact: `translate`, group sync and failover
-/// refuse them by name instead, and failover counts the new topic's
-/// records as not replicated.
+/// refuse them by name instead (and verify says why the copy is no copy of
+/// the new topic), and failover counts the new topic's records as not
+/// replicated.
 #[test]
 fn a_group_on_a_recreated_source_topic_is_not_translated_through_the_old_copy() {
     let bed = bed();
@@ -245,6 +246,13 @@ fn a_group_on_a_recreated_source_topic_is_not_translated_through_the_old_copy() 
         "translate must name the recreated topic:\n{stdout}\n{stderr}"
     );
     assert_eq!(bed.target.group_offsets(&group, &topic, 2), BTreeMap::new());
+    // verify names it too: the target holds a copy of the old topic.
+    let (code, stdout, stderr) = setup.command("verify", &["--include", &topic]);
+    assert_eq!(code, 2, "{stdout}\n{stderr}");
+    assert!(
+        stdout.contains(refusal),
+        "verify must name the recreated topic:\n{stdout}\n{stderr}"
+    );
 
     // A healthy topic keeps the run (and its group sync) going while the
     // recreated topic's partitions are stopped.

@@ -12,12 +12,11 @@ use serde::Serialize;
 
 use crate::clusters::{Cluster, CONNECT_TIMEOUT};
 use crate::groups::apply::Applied;
-use crate::groups::translation::{
-    check_topics, translate, TopicsNow, TranslatedOffset, TranslationKind,
-};
+use crate::groups::translation::{translate, TranslatedOffset, TranslationKind, Untranslatable};
 use crate::groups::TopicPartition;
 use crate::offsets::history::read_mappings_with_positions;
 use crate::offsets::tail::Needed;
+use crate::offsets::topics_now::{check_topics, TopicsNow};
 use crate::replication::progress::InternalTopics;
 use crate::topics::filter::TopicFilter;
 use crate::topics::identity::TopicId;
@@ -196,7 +195,7 @@ pub fn translate_groups(
             target: target_ids.get(topic).copied().flatten(),
         };
         let result = match lineages.get(&key) {
-            Some(lineage) => check_topics(topic, lineage, now),
+            Some(lineage) => check_topics(topic, lineage, now).map_err(Untranslatable::from),
             None => Ok(()),
         }
         .and_then(|()| translate(maps.get(&key).unwrap_or(&empty), truncated, source_offset));

@@ -12,8 +12,7 @@ use eosmirror_state::{OffsetLookup, Tail};
 use serde::Serialize;
 
 use crate::offsets::mapping::OffsetMap;
-use crate::replication::progress::Lineage;
-use crate::topics::identity::TopicId;
+use crate::offsets::topics_now::Recreated;
 
 /// How exact a translation is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -68,44 +67,8 @@ pub enum Untranslatable {
     NothingReplicated,
     #[error("source offset {offset} precedes the oldest offset mapping kept ({first_mapped}); the progress topic's retention (--progress.retention.ms) deleted the older mappings")]
     MappingExpired { offset: i64, first_mapped: i64 },
-    #[error("the {side} topic was deleted and created again (topic id {now} now, {copied} in the copy's mapping): the mapping is the old topic's, and the group's offsets cannot be translated through it. Once `eosmirror run --start.over '{topic}'` has copied the new topic (see the README), they translate through its new mapping")]
-    Recreated {
-        side: &'static str,
-        topic: String,
-        copied: TopicId,
-        now: TopicId,
-    },
-}
-
-/// The topic ids a group's offsets refer to now: the source topic's (whose
-/// offsets the group committed) and the target topic's (where the
-/// translation is applied). `None` where not known, which checks nothing.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct TopicsNow {
-    pub source: Option<TopicId>,
-    pub target: Option<TopicId>,
-}
-
-/// Whether a mapping recorded for `lineage` translates offsets of `topic`
-/// as it is `now`: a topic deleted and created again under the same name
-/// starts its offsets over, so the old topic's mapping would turn the new
-/// topic's offsets into positions in the old copy, which look exact.
-pub fn check_topics(topic: &str, lineage: &Lineage, now: TopicsNow) -> Result<(), Untranslatable> {
-    let sides = [
-        ("source", lineage.source_topic_id, now.source),
-        ("target", lineage.target_topic_id, now.target),
-    ];
-    for (side, copied, now) in sides {
-        if let Some(now) = now.filter(|&now| now != copied) {
-            return Err(Untranslatable::Recreated {
-                side,
-                topic: topic.to_string(),
-                copied,
-                now,
-            });
-        }
-    }
-    Ok(())
+    #[error(transparent)]
+    Recreated(#[from] Recreated),
 }
 
 /// Translates `source_offset` through `map`. `history_truncated` says the
@@ -245,45 +208,6 @@ mod tests {
                 offset: 39,
                 first_mapped: 40
             })
-        );
-    }
-
-    #[test]
-    fn a_mapping_of_topics_recreated_since_is_refused_by_side() {
-        let lineage = Lineage {
-            source_cluster_id: "source".into(),
-            source_topic_id: TopicId([1; 16]),
-            target_topic_id: TopicId([2; 16]),
-        };
-        let same = TopicsNow {
-            source: Some(TopicId([1; 16])),
-            target: Some(TopicId([2; 16])),
-        };
-        assert_eq!(check_topics("t", &lineage, same), Ok(()));
-        assert_eq!(check_topics("t", &lineage, TopicsNow::default()), Ok(()));
-        let source_recreated = TopicsNow {
-            source: Some(TopicId([3; 16])),
-            ..same
-        };
-        assert_eq!(
-            check_topics("t", &lineage, source_recreated),
-            Err(Untranslatable::Recreated {
-                side: "source",
-                topic: "t".into(),
-                copied: TopicId([1; 16]),
-                now: TopicId([3; 16]),
-            })
-        );
-        let target_recreated = TopicsNow {
-            target: Some(TopicId([4; 16])),
-            ..same
-        };
-        let refused = check_topics("t", &lineage, target_recreated).unwrap_err();
-        assert!(
-            refused
-                .to_string()
-                .contains("the target topic was deleted and created again"),
-            "{refused}"
         );
     }
 }

@@ -26,8 +26,9 @@ pub type TargetEnds = BTreeMap<(String, i32), i64>;
 /// that ends past it was made after the snapshot, while the progress topic
 /// is read later, and its source records are not in the snapshot yet.
 ///
-/// Also returns, for each partition with such a later commit, the target
-/// offset where that commit's copies start: the snapshot can be checked
+/// Also returns the topics each mapping belongs to and, for each partition
+/// with such a later commit, the target offset where that commit's copies
+/// start: the snapshot can be checked
 /// only below it, since copies of a transaction still open at the snapshot
 /// may already lie below the snapshot's end.
 ///
@@ -38,11 +39,12 @@ pub fn read_mappings_as_of(
     progress_topic: &str,
     ends: &TargetEnds,
     needed: &Needed,
-) -> anyhow::Result<(Mappings, TargetEnds, bool)> {
+) -> anyhow::Result<(Mappings, Lineages, TargetEnds, bool)> {
     let wanted = ends.keys().cloned().collect();
     let (histories, later, truncated) =
         read_histories(target, progress_topic, &wanted, Some(ends), needed, None)?;
-    Ok((seal(histories), later, truncated))
+    let lineages = lineages(&histories);
+    Ok((seal(histories), lineages, later, truncated))
 }
 
 /// The topics (cluster and ids) each source partition's mapping was
@@ -97,11 +99,15 @@ pub fn read_mappings_with_positions(
             );
         }
     }
-    let lineages = histories
+    let lineages = lineages(&histories);
+    Ok((seal(histories), lineages, truncated))
+}
+
+fn lineages(histories: &Histories) -> Lineages {
+    histories
         .iter()
         .map(|(key, (lineage, _))| (key.clone(), lineage.clone()))
-        .collect();
-    Ok((seal(histories), lineages, truncated))
+        .collect()
 }
 
 /// Each partition's history with the lineage it belongs to, not sealed.

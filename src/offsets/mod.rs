@@ -4,3 +4,4 @@
 pub mod history;
 pub mod mapping;
 pub mod tail;
+pub mod topics_now;

@@ -1,0 +1,94 @@
+//! Whether an offset mapping belongs to the topics under its names now.
+//!
+//! A topic deleted and created again under its name starts its offsets
+//! over. Until `run --start.over` copies it, the mapping on the target (and
+//! the copy) are the old topic's: read for the new one, they would turn its
+//! offsets into positions in the old copy that look exact (a translation),
+//! or compare its records with the old topic's copies (verify).
+
+use crate::replication::progress::Lineage;
+use crate::topics::identity::TopicId;
+
+/// The ids a topic has now on each cluster; `None` where not known, which
+/// checks nothing on that side.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TopicsNow {
+    pub source: Option<TopicId>,
+    pub target: Option<TopicId>,
+}
+
+/// A mapping recorded for a topic since deleted and created again.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("the {side} topic was deleted and created again (topic id {now} now, {copied} in the copy's mapping): the mapping and the copy are the old topic's and say nothing of the new one's offsets. Once `eosmirror run --start.over '{topic}'` has copied the new topic (see the README), its new mapping is used")]
+pub struct Recreated {
+    pub side: &'static str,
+    pub topic: String,
+    /// The id the mapping was recorded for.
+    pub copied: TopicId,
+    /// The id under the same name now.
+    pub now: TopicId,
+}
+
+/// Whether a mapping recorded for `lineage` belongs to `topic` as it is
+/// `now`.
+pub fn check_topics(topic: &str, lineage: &Lineage, now: TopicsNow) -> Result<(), Recreated> {
+    let sides = [
+        ("source", lineage.source_topic_id, now.source),
+        ("target", lineage.target_topic_id, now.target),
+    ];
+    for (side, copied, now) in sides {
+        if let Some(now) = now.filter(|&now| now != copied) {
+            return Err(Recreated {
+                side,
+                topic: topic.to_string(),
+                copied,
+                now,
+            });
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_mapping_of_topics_recreated_since_is_refused_by_side() {
+        let lineage = Lineage {
+            source_cluster_id: "source".into(),
+            source_topic_id: TopicId([1; 16]),
+            target_topic_id: TopicId([2; 16]),
+        };
+        let same = TopicsNow {
+            source: Some(TopicId([1; 16])),
+            target: Some(TopicId([2; 16])),
+        };
+        assert_eq!(check_topics("t", &lineage, same), Ok(()));
+        assert_eq!(check_topics("t", &lineage, TopicsNow::default()), Ok(()));
+        let source_recreated = TopicsNow {
+            source: Some(TopicId([3; 16])),
+            ..same
+        };
+        assert_eq!(
+            check_topics("t", &lineage, source_recreated),
+            Err(Recreated {
+                side: "source",
+                topic: "t".into(),
+                copied: TopicId([1; 16]),
+                now: TopicId([3; 16]),
+            })
+        );
+        let target_recreated = TopicsNow {
+            target: Some(TopicId([4; 16])),
+            ..same
+        };
+        let refused = check_topics("t", &lineage, target_recreated).unwrap_err();
+        assert!(
+            refused
+                .to_string()
+                .contains("the target topic was deleted and created again"),
+            "{refused}"
+        );
+    }
+}
