@@ -38,6 +38,7 @@ use crate::clusters::{Cluster, Endpoints};
 use crate::config::ClientRole;
 use crate::error_chain::one_line;
 use crate::groups::kafka::GroupClient;
+use crate::offsets::topics_now::{check_topics, Recreated, TopicsNow};
 use crate::read::{is_deleted, poll_reader, reader_config, StallWatch};
 use crate::replication::layout::Layout;
 use crate::replication::membership::instance_of_client_id;
@@ -298,6 +299,12 @@ pub fn gather(options: &StatusOptions) -> anyhow::Result<StatusReport> {
         })
         .cloned()
         .collect();
+    let recreated = recreated_topics(&source, &target, &positions, &wanted, timeout)?;
+    // A position of a topic deleted since says nothing of the new one.
+    let positions: BTreeMap<&SourcePartition, &ProgressRecord> = positions
+        .iter()
+        .filter(|(p, _)| !recreated.contains_key(&p.topic))
+        .collect();
     let source_client: BaseConsumer = source
         .connection
         .clone()
@@ -363,7 +370,9 @@ pub fn gather(options: &StatusOptions) -> anyhow::Result<StatusReport> {
             notes: Vec::new(),
             state: "ok",
         };
-        if record.is_none() {
+        if let Some(recreated) = recreated.get(&p.topic) {
+            line.notes.push(recreated.to_string());
+        } else if record.is_none() {
             line.notes
                 .push("no position yet: nothing of it was replicated".into());
         }
@@ -457,6 +466,32 @@ pub fn gather(options: &StatusOptions) -> anyhow::Result<StatusReport> {
 /// The lag of one partition, given the source's first offset and
 /// committed end, and what the bounded read found at the replicated
 /// position (`None`: not read, because nothing lies there, or not in time).
+/// The topics whose positions were recorded for a topic since deleted and
+/// created again under the same name (on either cluster), by name.
+fn recreated_topics(
+    source: &Cluster,
+    target: &Cluster,
+    positions: &BTreeMap<SourcePartition, ProgressRecord>,
+    wanted: &BTreeSet<SourcePartition>,
+    timeout: Duration,
+) -> anyhow::Result<BTreeMap<String, Recreated>> {
+    let names: BTreeSet<&str> = wanted.iter().map(|p| p.topic.as_str()).collect();
+    let names: Vec<&str> = names.into_iter().collect();
+    let source_ids = source.side(1024, timeout).topic_ids(&names)?;
+    let target_ids = target.side(1024, timeout).topic_ids(&names)?;
+    let mut recreated = BTreeMap::new();
+    for (p, record) in positions.iter().filter(|(p, _)| wanted.contains(*p)) {
+        let now = TopicsNow {
+            source: source_ids.get(&p.topic).copied().flatten(),
+            target: target_ids.get(&p.topic).copied().flatten(),
+        };
+        if let Err(e) = check_topics(&p.topic, &record.lineage, now) {
+            recreated.insert(p.topic.clone(), e);
+        }
+    }
+    Ok(recreated)
+}
+
 fn fill_lag(
     line: &mut PartitionStatus,
     (low, end): (i64, i64),

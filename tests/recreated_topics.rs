@@ -222,8 +222,8 @@ fn a_recreated_target_topic_is_a_named_stop() {
 /// new topic's. Through the old copy's mapping they would become positions
 /// in the old copy that look exact: `translate`, group sync and failover
 /// refuse them by name instead (and verify says why the copy is no copy of
-/// the new topic), and failover counts the new topic's records as not
-/// replicated.
+/// the new topic), and status and failover count the new topic's records
+/// as not replicated.
 #[test]
 fn a_group_on_a_recreated_source_topic_is_not_translated_through_the_old_copy() {
     let bed = bed();
@@ -253,6 +253,17 @@ fn a_group_on_a_recreated_source_topic_is_not_translated_through_the_old_copy() 
         stdout.contains(refusal),
         "verify must name the recreated topic:\n{stdout}\n{stderr}"
     );
+
+    // status counts the new topic's records as not replicated.
+    let (code, stdout, stderr) =
+        setup.command("status", &["--max.lag.records", "29", "--format", "json"]);
+    assert_eq!(code, 1, "lagging:\n{stdout}\n{stderr}");
+    let status: serde_json::Value =
+        serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("{e}: {stdout}\n{stderr}"));
+    for line in status["partitions"].as_array().unwrap() {
+        assert_eq!(line["lag_records"].as_i64(), Some(30), "{line}");
+        assert!(line["notes"].to_string().contains(refusal), "{line}");
+    }
 
     // A healthy topic keeps the run (and its group sync) going while the
     // recreated topic's partitions are stopped.
