@@ -383,7 +383,9 @@ fn translation_reads_only_the_tail_of_the_history_its_groups_need() {
 /// commit left in its lane's history, only its position. A group caught up
 /// on it translates from that position: no search through its lane's whole
 /// history (standing for days of another partition's commits) for a commit
-/// that is not there. A group behind the position needs the history.
+/// that is not there. A group behind the position needs the history, and so
+/// does every group while a transaction is open in the lane's position
+/// partition.
 #[test]
 fn a_group_caught_up_on_an_idle_partition_needs_none_of_its_lanes_history() {
     let bed = bed();
@@ -419,6 +421,18 @@ fn a_group_caught_up_on_an_idle_partition_needs_none_of_its_lanes_history() {
     let (code, _, stderr) = setup.command("translate", &["--group", &behind]);
     assert_ne!(code, 0, "{stderr}");
     assert!(stderr.contains("offset 0 is unreadable"), "{stderr}");
+
+    // A transaction open in the lane's position partition may have its
+    // commit visible in the progress topic already, and not yet there: the
+    // position is not trusted, and the history is searched in full.
+    let open = bed.target.open_transaction(
+        &internal.position,
+        &[TestRecord::new(0, "open", "not a position")],
+    );
+    let (code, _, stderr) = setup.command("translate", &["--group", &caught_up]);
+    assert_ne!(code, 0, "{stderr}");
+    assert!(stderr.contains("offset 0 is unreadable"), "{stderr}");
+    open.commit();
 }
 
 /// A partition with nothing copied yet translates to the end of its target

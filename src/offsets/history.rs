@@ -3,6 +3,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
 
@@ -69,21 +70,27 @@ pub type Lineages = BTreeMap<(String, i32), Lineage>;
 /// its history (see [`TailSearch::start_from_positions`]): a group caught
 /// up on a partition idle for days costs no read of those days. Only the
 /// commits made since the positions were read are read for it, so a
-/// start-over among them still replaces the position's lineage.
+/// start-over among them still replaces the position's lineage. That holds
+/// for the lanes whose positions are complete (see [`complete_positions`]);
+/// the others are searched in full, as if no position were known.
 pub fn read_mappings_with_positions(
     target: &Side,
     topics: &InternalTopics,
     wanted: &BTreeSet<(String, i32)>,
     needed: &Needed,
 ) -> anyhow::Result<(Mappings, Lineages, bool)> {
-    let progress_ends = internal_topic_ranges(target, &topics.progress)?
+    let progress = internal_topic_ranges(target, &topics.progress)?;
+    let lanes: Vec<i32> = holding(progress.clone(), wanted).map(|(p, ..)| p).collect();
+    let progress_ends: BTreeMap<i32, i64> = progress
         .into_iter()
         .map(|(partition, _, end)| (partition, end))
         .collect();
+    let complete = complete_positions(target, &topics.position, &lanes, progress_ends.len())?;
     let positions = read_positions(target, &topics.position, wanted)?;
     let known = KnownTails {
         positions: &positions,
         progress_ends: &progress_ends,
+        complete: &complete,
     };
     let (mut histories, _, truncated) =
         read_histories(target, &topics.progress, wanted, None, needed, Some(known))?;
@@ -121,6 +128,67 @@ struct KnownTails<'a> {
     /// The progress topic's end per partition, read before the positions:
     /// every commit after a position lies at or past it.
     progress_ends: &'a BTreeMap<i32, i64>,
+    /// The lanes whose positions include every commit below those ends
+    /// (see [`complete_positions`]); only theirs may spare a history.
+    complete: &'a BTreeSet<i32>,
+}
+
+/// How long [`complete_positions`] waits for a lane's open transaction.
+const POSITIONS_SETTLE_LIMIT: Duration = Duration::from_secs(3);
+
+/// The `lanes` whose position records, read after this returns, include
+/// every commit the progress topic showed before it was called.
+///
+/// Kafka writes a transaction's commit markers partition by partition, so
+/// a commit already visible in a lane's progress partition may not be
+/// visible in its position partition yet. Its position record was written
+/// before the commit began, so it lies below the position partition's
+/// high watermark read now; once no transaction is open below that
+/// watermark (its last stable offset reached it), the commit is readable
+/// there too. A lane whose open transaction does not end within
+/// [`POSITIONS_SETTLE_LIMIT`] (a killed instance's, until the target aborts
+/// it) is left out: its histories are searched as if no position were
+/// known. The position topic must have the progress topic's `partitions`.
+fn complete_positions(
+    target: &Side,
+    position_topic: &str,
+    lanes: &[i32],
+    partitions: usize,
+) -> anyhow::Result<BTreeSet<i32>> {
+    let mut complete = BTreeSet::new();
+    if target.partition_count(position_topic)? != Some(partitions as i32) {
+        return Ok(complete);
+    }
+    let list: Vec<SourcePartition> = lanes
+        .iter()
+        .map(|&lane| SourcePartition::new(position_topic, lane))
+        .collect();
+    let mut waiting: BTreeMap<i32, i64> = target
+        .watermarks_of(&list)?
+        .into_iter()
+        .map(|(p, (_, high))| (p.partition, high))
+        .collect();
+    let deadline = Instant::now() + POSITIONS_SETTLE_LIMIT;
+    loop {
+        let open: Vec<SourcePartition> = waiting
+            .keys()
+            .map(|&lane| SourcePartition::new(position_topic, lane))
+            .collect();
+        let stable = target.stable_watermarks_of(&open)?;
+        waiting.retain(|&lane, high| {
+            let settled = stable
+                .get(&SourcePartition::new(position_topic, lane))
+                .is_some_and(|&(_, end)| end >= *high);
+            if settled {
+                complete.insert(lane);
+            }
+            !settled
+        });
+        if waiting.is_empty() || Instant::now() >= deadline {
+            return Ok(complete);
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
 }
 
 /// A partition's records are in commit order, so when its lineage changes
@@ -150,6 +218,7 @@ fn read_histories(
                     .filter(|key| lane_of(key).is_none_or(|lane| lane == partition))
                     .cloned();
                 let mut search = TailSearch::new(needed, as_of, keys);
+                let known = known.filter(|k| k.complete.contains(&partition));
                 if let Some(known) = known {
                     search.start_from_positions(known.positions);
                 }
