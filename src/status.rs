@@ -299,11 +299,11 @@ pub fn gather(options: &StatusOptions) -> anyhow::Result<StatusReport> {
         })
         .cloned()
         .collect();
-    let recreated = recreated_topics(&source, &target, &positions, &wanted, timeout)?;
+    let recreated = recreated_positions(&source, &target, &positions, &wanted, timeout)?;
     // A position of a topic deleted since says nothing of the new one.
     let positions: BTreeMap<&SourcePartition, &ProgressRecord> = positions
         .iter()
-        .filter(|(p, _)| !recreated.contains_key(&p.topic))
+        .filter(|(p, _)| !recreated.contains_key(*p))
         .collect();
     let source_client: BaseConsumer = source
         .connection
@@ -370,7 +370,7 @@ pub fn gather(options: &StatusOptions) -> anyhow::Result<StatusReport> {
             notes: Vec::new(),
             state: "ok",
         };
-        if let Some(recreated) = recreated.get(&p.topic) {
+        if let Some(recreated) = recreated.get(p) {
             line.notes.push(recreated.to_string());
         } else if record.is_none() {
             line.notes
@@ -463,18 +463,16 @@ pub fn gather(options: &StatusOptions) -> anyhow::Result<StatusReport> {
     })
 }
 
-/// The lag of one partition, given the source's first offset and
-/// committed end, and what the bounded read found at the replicated
-/// position (`None`: not read, because nothing lies there, or not in time).
-/// The topics whose positions were recorded for a topic since deleted and
-/// created again under the same name (on either cluster), by name.
-fn recreated_topics(
+/// The partitions whose positions were recorded for a topic since deleted
+/// and created again under the same name (on either cluster). Per
+/// partition: during a start-over some may already have new positions.
+fn recreated_positions(
     source: &Cluster,
     target: &Cluster,
     positions: &BTreeMap<SourcePartition, ProgressRecord>,
     wanted: &BTreeSet<SourcePartition>,
     timeout: Duration,
-) -> anyhow::Result<BTreeMap<String, Recreated>> {
+) -> anyhow::Result<BTreeMap<SourcePartition, Recreated>> {
     let names: BTreeSet<&str> = wanted.iter().map(|p| p.topic.as_str()).collect();
     let names: Vec<&str> = names.into_iter().collect();
     let source_ids = source.side(1024, timeout).topic_ids(&names)?;
@@ -486,12 +484,15 @@ fn recreated_topics(
             target: target_ids.get(&p.topic).copied().flatten(),
         };
         if let Err(e) = check_topics(&p.topic, &record.lineage, now) {
-            recreated.insert(p.topic.clone(), e);
+            recreated.insert(p.clone(), e);
         }
     }
     Ok(recreated)
 }
 
+/// The lag of one partition, given the source's first offset and
+/// committed end, and what the bounded read found at the replicated
+/// position (`None`: not read, because nothing lies there, or not in time).
 fn fill_lag(
     line: &mut PartitionStatus,
     (low, end): (i64, i64),

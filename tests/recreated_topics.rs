@@ -8,7 +8,7 @@ mod support;
 use std::collections::BTreeMap;
 use std::fs;
 use std::process::Command;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use support::mirror::{assert_exact_copy, by_partition, remove, wait_for_copy, MirrorSetup};
 use support::{bed, unique_name, Cluster, Isolation, ReadRecord, TestRecord};
@@ -221,9 +221,9 @@ fn a_recreated_target_topic_is_a_named_stop() {
 /// A group's offsets on a source topic deleted and created again are the
 /// new topic's. Through the old copy's mapping they would become positions
 /// in the old copy that look exact: `translate`, group sync and failover
-/// refuse them by name instead (and verify says why the copy is no copy of
-/// the new topic), and status and failover count the new topic's records
-/// as not replicated.
+/// refuse them by name instead (verify says why the copy is no copy of the
+/// new topic, cutover does not wait for it to catch up), and status and
+/// failover count the new topic's records as not replicated.
 #[test]
 fn a_group_on_a_recreated_source_topic_is_not_translated_through_the_old_copy() {
     let bed = bed();
@@ -264,6 +264,34 @@ fn a_group_on_a_recreated_source_topic_is_not_translated_through_the_old_copy() 
         assert_eq!(line["lag_records"].as_i64(), Some(30), "{line}");
         assert!(line["notes"].to_string().contains(refusal), "{line}");
     }
+
+    // cutover names the partitions at once: their copy cannot catch up
+    // before a start-over, so it does not wait for it.
+    let started = Instant::now();
+    let (code, stdout, stderr) = setup.command(
+        "cutover",
+        &[
+            "--include",
+            &topic,
+            "--groups",
+            &group,
+            "--timeout.ms",
+            "60000",
+        ],
+    );
+    assert_ne!(code, 0, "{stdout}\n{stderr}");
+    for partition in 0..2 {
+        let problem = format!("problem: {topic}-{partition}: {refusal}");
+        assert!(
+            stdout.contains(&problem),
+            "{problem:?}:\n{stdout}\n{stderr}"
+        );
+    }
+    assert!(
+        started.elapsed() < Duration::from_secs(50),
+        "cutover waited for a copy that cannot catch up:\n{stdout}"
+    );
+    assert_eq!(bed.target.group_offsets(&group, &topic, 2), BTreeMap::new());
 
     // A healthy topic keeps the run (and its group sync) going while the
     // recreated topic's partitions are stopped.

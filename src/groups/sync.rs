@@ -26,6 +26,7 @@ use crate::error_chain::one_line;
 use crate::failpoints::{self, crash_point};
 use crate::health::Health;
 use crate::offsets::history::read_positions;
+use crate::offsets::topics_now::TopicsNow;
 use crate::pattern::NamePattern;
 use crate::read::{first_committed, Side};
 use crate::replication::layout::{Lane, Layout};
@@ -124,11 +125,6 @@ impl GroupSync {
         let side = self.target.side(RECORDED_READ_KBYTES, CONNECT_TIMEOUT);
         recorded.catch_up(&side, &self.groups_topic)?;
         let partitions = replicated_partitions(&self.source, &self.target, Some(&self.topics))?;
-        let topic_names: BTreeSet<&str> = partitions.iter().map(|(t, _)| t.as_str()).collect();
-        let source_ids = self
-            .source
-            .side(1024, CONNECT_TIMEOUT)
-            .topic_ids(&topic_names.into_iter().collect::<Vec<_>>())?;
         let producer: ThreadedProducer<DefaultProducerContext> = self
             .target
             .connection
@@ -149,10 +145,19 @@ impl GroupSync {
         // per cluster: a round costs a few round trips, not a few per group.
         let source_admin = GroupAdmin::new("source", &self.source.connection, CONNECT_TIMEOUT)?;
         let target_admin = GroupAdmin::new("target", &self.target.connection, CONNECT_TIMEOUT)?;
+        let committed = source_admin.committed(&names, &partitions);
+        // Read after the offsets: a topic recreated in between gives the
+        // offsets of the old topic the new id, which refuses them, never the
+        // other way round.
+        let topics_now = self.topics_now(&partitions)?;
+        let source_ids: SourceTopicIds = topics_now
+            .iter()
+            .map(|(topic, now)| (topic.clone(), now.source))
+            .collect();
         let mut cached = BTreeMap::new();
         let mut observed = BTreeSet::new();
         let mut unread = BTreeSet::new();
-        for (group, offsets) in source_admin.committed(&names, &partitions) {
+        for (group, offsets) in committed {
             let offsets = match offsets {
                 Ok(o) if o.is_empty() => continue,
                 Ok(o) => o,
@@ -176,7 +181,7 @@ impl GroupSync {
                     observed_at_ms,
                 }),
             )?;
-            match self.translate_cached(&offsets, &source_ids) {
+            match self.translate_cached(&offsets, &topics_now) {
                 Ok(partial) => {
                     cached.insert(group, partial);
                 }
@@ -290,12 +295,34 @@ impl GroupSync {
             && !self.health.stopped.contains(partition)
     }
 
+    /// The ids the replicated topics have now on both clusters.
+    fn topics_now(
+        &self,
+        partitions: &[TopicPartition],
+    ) -> anyhow::Result<BTreeMap<String, TopicsNow>> {
+        let names: BTreeSet<&str> = partitions.iter().map(|(t, _)| t.as_str()).collect();
+        let names: Vec<&str> = names.into_iter().collect();
+        let source = self.source.side(1024, CONNECT_TIMEOUT).topic_ids(&names)?;
+        let target = self.target.side(1024, CONNECT_TIMEOUT).topic_ids(&names)?;
+        Ok(names
+            .iter()
+            .map(|&name| {
+                let id = |ids: &SourceTopicIds| ids.get(name).copied().flatten();
+                let now = TopicsNow {
+                    source: id(&source),
+                    target: id(&target),
+                };
+                (name.to_string(), now)
+            })
+            .collect())
+    }
+
     /// What the local cache translates of a group's source offsets; the
     /// rest is left for [`GroupSync::translate_rest`].
     fn translate_cached(
         &self,
         offsets: &BTreeMap<TopicPartition, i64>,
-        source_ids: &SourceTopicIds,
+        topics_now: &BTreeMap<String, TopicsNow>,
     ) -> anyhow::Result<CachedTranslation> {
         let mut partial = CachedTranslation::default();
         for ((topic, partition), &offset) in offsets {
@@ -304,14 +331,16 @@ impl GroupSync {
             // it: another instance's lane moves on without this cache (a
             // tail from before the lane moved would translate short for
             // good), and may start the topic over (the cache's runs would be
-            // the deleted topic's). A source topic recreated since the
-            // lane's last check is the target's mapping's to refuse.
-            let cached_topic = self
-                .state
-                .checkpoint(&key)?
-                .map(|c| TopicId(c.incarnation.source_topic_id));
-            let source_now = source_ids.get(topic).copied().flatten();
-            if !self.cache_current(&key) || cached_topic != source_now {
+            // the deleted topic's). A topic recreated since the lane's last
+            // check (an idle lane checks none) is the target's mapping's to
+            // refuse.
+            let now = topics_now.get(topic).copied().unwrap_or_default();
+            let same_topics = self.state.checkpoint(&key)?.is_some_and(|c| {
+                let same = |id: [u8; 16], now: Option<TopicId>| now.is_none_or(|n| n.0 == id);
+                same(c.incarnation.source_topic_id, now.source)
+                    && same(c.incarnation.target_topic_id, now.target)
+            });
+            if !self.cache_current(&key) || !same_topics {
                 partial.unknown.insert((topic.clone(), *partition), offset);
                 continue;
             }
@@ -447,12 +476,12 @@ impl GroupSync {
             let position = if cached(&tp) {
                 self.state
                     .checkpoint(&key)?
-                    .filter(|c| Some(TopicId(c.incarnation.source_topic_id)) == source_now)
+                    .filter(|c| source_now.is_none_or(|n| n.0 == c.incarnation.source_topic_id))
                     .map(|c| c.next_source_offset)
             } else {
                 positions
                     .get(&tp)
-                    .filter(|p| Some(p.lineage.source_topic_id) == source_now)
+                    .filter(|p| source_now.is_none_or(|n| n == p.lineage.source_topic_id))
                     .map(|p| p.next_source_offset)
             }
             .unwrap_or(low);

@@ -13,15 +13,19 @@ use crate::topics::identity::TopicId;
 /// checks nothing on that side.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct TopicsNow {
+    /// The source topic's id: the topic whose offsets are translated or read.
     pub source: Option<TopicId>,
+    /// The target topic's id: the topic the copy is in.
     pub target: Option<TopicId>,
 }
 
 /// A mapping recorded for a topic since deleted and created again.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("the {side} topic was deleted and created again (topic id {now} now, {copied} in the copy's mapping): the mapping and the copy are the old topic's and say nothing of the new one's offsets. Once `eosmirror run --start.over '{topic}'` has copied the new topic (see the README), its new mapping is used")]
+#[error("the {side} topic was deleted and created again (topic id {now} now, {copied} in the copy's mapping): the mapping and the copy are the old topic's and say nothing of the new one's offsets. Once the new topic is copied (delete the target topic if it holds the old copy, then run `eosmirror run --start.over '{topic}'`; see the README), its new mapping is used")]
 pub struct Recreated {
+    /// "source" or "target": the cluster where the topic was recreated.
     pub side: &'static str,
+    /// Its name (the same on both clusters).
     pub topic: String,
     /// The id the mapping was recorded for.
     pub copied: TopicId,

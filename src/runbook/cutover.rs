@@ -15,7 +15,7 @@
 //! 5. Report; exit 0 only if all of it holds. Running it again is safe: a
 //!    group already moved is left unchanged.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 use std::time::{Duration, Instant};
 
@@ -29,6 +29,7 @@ use crate::groups::translate::{
 };
 use crate::groups::TopicPartition;
 use crate::offsets::history::read_positions;
+use crate::offsets::topics_now::{check_topics, TopicsNow};
 use crate::pattern::NamePattern;
 use crate::read::{first_committed, first_record, Side};
 use crate::replication::progress::InternalTopics;
@@ -87,11 +88,16 @@ pub struct PartitionCatchUp {
     /// watermark sampled then. `None` once every such transaction ended.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub open_transaction: Option<(i64, i64)>,
+    /// Why the position on the target is not this topic's: it was recorded
+    /// for a topic since deleted and created again. Such a partition is not
+    /// copied until `run --start.over`, so cutover does not wait for it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub recreated: Option<String>,
 }
 
 impl PartitionCatchUp {
     fn settled(&self) -> bool {
-        self.lag == 0 && self.open_transaction.is_none()
+        self.recreated.is_some() || (self.lag == 0 && self.open_transaction.is_none())
     }
 }
 
@@ -174,13 +180,27 @@ fn catch_up(
 ) -> anyhow::Result<Vec<PartitionCatchUp>> {
     let wanted = partitions.iter().cloned().collect();
     let positions = read_positions(target, &InternalTopics::for_alias(alias).position, &wanted)?;
+    let names: BTreeSet<&str> = partitions.iter().map(|(t, _)| t.as_str()).collect();
+    let names: Vec<&str> = names.into_iter().collect();
+    let (source_ids, target_ids) = (source.topic_ids(&names)?, target.topic_ids(&names)?);
     let stable_ends = source.stable_watermarks_of(&source_partitions(partitions))?;
     let mut out = Vec::new();
     for tp in partitions {
         let (topic, partition) = tp;
         let (low, stable) = stable_ends[&SourcePartition::new(topic, *partition)];
         let sampled_high = sampled[tp];
-        let position = positions.get(tp).map_or(low, |p| p.next_source_offset);
+        // A position of a topic recreated since says nothing of this one.
+        let now = TopicsNow {
+            source: source_ids.get(topic).copied().flatten(),
+            target: target_ids.get(topic).copied().flatten(),
+        };
+        let recreated = positions
+            .get(tp)
+            .and_then(|p| check_topics(topic, &p.lineage, now).err());
+        let position = positions
+            .get(tp)
+            .filter(|_| recreated.is_none())
+            .map_or(low, |p| p.next_source_offset);
         // Past the position, only transaction markers or aborted records
         // may remain for the partition to count as caught up.
         let next = if position < stable {
@@ -195,6 +215,7 @@ fn catch_up(
             replicated_position: position,
             lag: next.map_or(0, |n| stable - n),
             open_transaction: (stable < sampled_high).then_some((stable, sampled_high)),
+            recreated: recreated.map(|r| r.to_string()),
         });
     }
     Ok(out)
@@ -305,11 +326,16 @@ pub fn cutover(options: &CutoverOptions) -> anyhow::Result<CutoverReport> {
         }
         std::thread::sleep(POLL);
     };
+    for p in &state {
+        if let Some(recreated) = &p.recreated {
+            problems.push(format!("{}-{}: {recreated}", p.topic, p.partition));
+        }
+    }
     if !caught_up {
         problems.extend(open_transactions_problem(&state, options.timeout));
         let behind: Vec<String> = state
             .iter()
-            .filter(|p| p.lag > 0)
+            .filter(|p| p.lag > 0 && p.recreated.is_none())
             .map(|p| format!("{}-{} ({} behind)", p.topic, p.partition, p.lag))
             .collect();
         if !behind.is_empty() {

@@ -14,7 +14,7 @@ use serde::Serialize;
 use crate::clusters::Cluster;
 use crate::config::ClientRole;
 use crate::groups::apply::apply;
-use crate::groups::record::Recorded;
+use crate::groups::record::{GroupOffsetsRecord, Recorded};
 use crate::groups::translate::{translate_groups, GroupOffsets, GroupTranslation, SourceTopicIds};
 use crate::offsets::history::read_mappings_with_positions;
 use crate::offsets::tail::Needed;
@@ -132,24 +132,8 @@ pub fn failover(options: &FailoverOptions) -> anyhow::Result<FailoverReport> {
         );
     }
 
-    // The groups by the source topic ids their offsets were read with
-    // (one set, unless a topic was recreated between two of sync's rounds
-    // that recorded them): the mapping's topics are checked against them.
-    let mut by_topic_ids: BTreeMap<SourceTopicIds, GroupOffsets> = BTreeMap::new();
-    for g in &groups {
-        let ids = g
-            .source_topic_ids
-            .iter()
-            .map(|(topic, id)| (topic.clone(), Some(*id)))
-            .collect();
-        let offsets = g.offsets.iter().map(|(t, p, o)| ((t.clone(), *p), *o));
-        by_topic_ids
-            .entry(ids)
-            .or_default()
-            .insert(g.group.clone(), offsets.collect());
-    }
     let mut translated = Vec::new();
-    for (ids, offsets) in &by_topic_ids {
+    for (ids, offsets) in &batches_by_topic_ids(&groups) {
         translated.extend(translate_groups(&target, alias, offsets, ids)?);
     }
     translated.sort_by(|a, b| a.group.cmp(&b.group));
@@ -232,4 +216,62 @@ pub fn failover(options: &FailoverOptions) -> anyhow::Result<FailoverReport> {
         source_observed_at_ms: ends.observed_at_ms,
         rpo,
     })
+}
+
+/// The groups in batches whose recorded source topic ids agree: one batch
+/// (one read of the mapping), unless a topic was recreated between two of
+/// sync's rounds that recorded them. The mapping's topics are checked
+/// against each batch's ids.
+fn batches_by_topic_ids(groups: &[&GroupOffsetsRecord]) -> Vec<(SourceTopicIds, GroupOffsets)> {
+    let mut batches: Vec<(SourceTopicIds, GroupOffsets)> = Vec::new();
+    for g in groups {
+        let agrees = |ids: &SourceTopicIds| {
+            g.source_topic_ids
+                .iter()
+                .all(|(topic, id)| ids.get(topic).is_none_or(|known| *known == Some(*id)))
+        };
+        let batch = match batches.iter().position(|(ids, _)| agrees(ids)) {
+            Some(i) => &mut batches[i],
+            None => {
+                batches.push(Default::default());
+                batches.last_mut().expect("just pushed")
+            }
+        };
+        for (topic, id) in &g.source_topic_ids {
+            batch.0.insert(topic.clone(), Some(*id));
+        }
+        let offsets = g.offsets.iter().map(|(t, p, o)| ((t.clone(), *p), *o));
+        batch.1.insert(g.group.clone(), offsets.collect());
+    }
+    batches
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(group: &str, topic: &str, id: u8) -> GroupOffsetsRecord {
+        GroupOffsetsRecord {
+            group: group.into(),
+            offsets: vec![(topic.into(), 0, 5)],
+            source_topic_ids: vec![(topic.into(), TopicId([id; 16]))],
+            observed_at_ms: 0,
+        }
+    }
+
+    #[test]
+    fn groups_share_one_read_unless_their_topic_ids_disagree() {
+        let (a, b, c) = (
+            record("a", "t", 1),
+            record("b", "u", 2),
+            record("c", "t", 3),
+        );
+        let batches = batches_by_topic_ids(&[&a, &b]);
+        assert_eq!(batches.len(), 1, "{batches:?}");
+        assert_eq!(batches[0].1.len(), 2);
+        let batches = batches_by_topic_ids(&[&a, &b, &c]);
+        assert_eq!(batches.len(), 2, "{batches:?}");
+        assert_eq!(batches[1].0["t"], Some(TopicId([3; 16])));
+        assert!(batches[1].1.contains_key("c"));
+    }
 }
