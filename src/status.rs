@@ -299,7 +299,14 @@ pub fn gather(options: &StatusOptions) -> anyhow::Result<StatusReport> {
         })
         .cloned()
         .collect();
-    let recreated = recreated_positions(&source, &target, &positions, &wanted, timeout)?;
+    let recreated = recreated_positions(&source, &target, &positions, &wanted, timeout)
+        .unwrap_or_else(|e| {
+            notes.push(format!(
+                "the topics' ids could not be read ({}): a position recorded for a topic since deleted and created again is not told apart",
+                one_line(&e)
+            ));
+            BTreeMap::new()
+        });
     // A position of a topic deleted since says nothing of the new one.
     let positions: BTreeMap<&SourcePartition, &ProgressRecord> = positions
         .iter()

@@ -383,9 +383,9 @@ fn translation_reads_only_the_tail_of_the_history_its_groups_need() {
 /// commit left in its lane's history, only its position. A group caught up
 /// on it translates from that position: no search through its lane's whole
 /// history (standing for days of another partition's commits) for a commit
-/// that is not there. A group behind the position needs the history, and so
-/// does every group while a transaction is open in the lane's position
-/// partition.
+/// that is not there. A group behind the position needs the history.
+/// Kafka writes a commit's markers partition by partition, so translation
+/// waits until the position and progress partitions it reads agree.
 #[test]
 fn a_group_caught_up_on_an_idle_partition_needs_none_of_its_lanes_history() {
     let bed = bed();
@@ -422,17 +422,53 @@ fn a_group_caught_up_on_an_idle_partition_needs_none_of_its_lanes_history() {
     assert_ne!(code, 0, "{stderr}");
     assert!(stderr.contains("offset 0 is unreadable"), "{stderr}");
 
-    // A transaction open in the lane's position partition may have its
-    // commit visible in the progress topic already, and not yet there: the
-    // position is not trusted, and the history is searched in full.
-    let open = bed.target.open_transaction(
-        &internal.position,
-        &[TestRecord::new(0, "open", "not a position")],
+    // Kafka writes a commit's markers partition by partition: a commit
+    // may be readable in the progress topic and not yet in the position
+    // topic. Translation waits for a transaction open in the position
+    // partition, and reads the position it commits.
+    let position = bed.target.commit_record(&bed.source, &idle, None, 10, 15);
+    let open = bed.target.open_transaction(&internal.position, &[position]);
+    let committer = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_secs(2));
+        open.commit();
+    });
+    let (code, stdout, stderr) =
+        setup.command("translate", &["--group", &caught_up, "--format", "json"]);
+    committer.join().unwrap();
+    assert_eq!(code, 0, "{stdout}\n{stderr}");
+    let report: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(
+        report["partitions"][0]["translation"]["target_offset"].as_i64(),
+        Some(15),
+        "the position committed while translate waited: {report}"
     );
-    let (code, _, stderr) = setup.command("translate", &["--group", &caught_up]);
-    assert_ne!(code, 0, "{stderr}");
-    assert!(stderr.contains("offset 0 is unreadable"), "{stderr}");
-    open.commit();
+
+    // The other way round: a commit readable in the position topic and not
+    // yet in the progress topic. Its records 15..17 are copied to 16..18;
+    // a group at 16 belongs at 17, not at the tail past them. (A claim at
+    // 15 in the history first: the commit the search for 16 ends at.)
+    let claim = bed.target.commit_record(&bed.source, &idle, None, 15, 16);
+    bed.target.produce(&internal.progress, &[claim]);
+    let copies = bed
+        .target
+        .commit_record(&bed.source, &idle, Some((15, 16, 2)), 17, 18);
+    let open = bed.target.open_transaction(&internal.progress, &[copies]);
+    let position = bed.target.commit_record(&bed.source, &idle, None, 17, 18);
+    bed.target.produce(&internal.position, &[position]);
+    let in_commit = unique_name("idle-in-commit");
+    bed.source.commit_group(&in_commit, &[(&idle, 0, 16)]);
+    let committer = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_secs(2));
+        open.commit();
+    });
+    let (code, stdout, stderr) =
+        setup.command("translate", &["--group", &in_commit, "--format", "json"]);
+    committer.join().unwrap();
+    assert_eq!(code, 0, "{stdout}\n{stderr}");
+    let report: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    let translation = &report["partitions"][0]["translation"];
+    assert_eq!(translation["target_offset"].as_i64(), Some(17), "{report}");
+    assert_eq!(translation["kind"], "exact", "{report}");
 }
 
 /// A partition with nothing copied yet translates to the end of its target

@@ -3,7 +3,6 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
 
@@ -42,6 +41,12 @@ pub fn read_mappings_as_of(
     needed: &Needed,
 ) -> anyhow::Result<(Mappings, Lineages, TargetEnds, bool)> {
     let wanted = ends.keys().cloned().collect();
+    // The progress records of the snapshot's transactions are readable
+    // (see [`settle`]).
+    let lanes: Vec<i32> = holding(internal_topic_ranges(target, progress_topic)?, &wanted)
+        .map(|(p, ..)| p)
+        .collect();
+    settle(target, progress_topic, &lanes)?;
     let (histories, later, truncated) =
         read_histories(target, progress_topic, &wanted, Some(ends), needed, None)?;
     let lineages = lineages(&histories);
@@ -59,9 +64,10 @@ pub type Lineages = BTreeMap<(String, i32), Lineage>;
 /// topics each mapping belongs to, and whether a history needed was
 /// truncated by retention.
 ///
-/// Positions are read *before* the history: a tail newer than the runs
-/// read would skip the records of the commits in between, while an older
-/// one is overtaken by the history's own tail (the map keeps the newest).
+/// Positions are read *before* the history, and the history's lanes are
+/// settled in between (see [`settle`]): a tail newer than the runs read
+/// would skip the records of the commits in between, while an older one is
+/// overtaken by the history's own tail (the map keeps the newest).
 /// A position of another lineage than the history's is older than it (a
 /// topic that starts over writes its new lineage to the history first, with
 /// its claim), so it is left out.
@@ -70,9 +76,7 @@ pub type Lineages = BTreeMap<(String, i32), Lineage>;
 /// its history (see [`TailSearch::start_from_positions`]): a group caught
 /// up on a partition idle for days costs no read of those days. Only the
 /// commits made since the positions were read are read for it, so a
-/// start-over among them still replaces the position's lineage. That holds
-/// for the lanes whose positions are complete (see [`complete_positions`]);
-/// the others are searched in full, as if no position were known.
+/// start-over among them still replaces the position's lineage.
 pub fn read_mappings_with_positions(
     target: &Side,
     topics: &InternalTopics,
@@ -85,15 +89,21 @@ pub fn read_mappings_with_positions(
         .into_iter()
         .map(|(partition, _, end)| (partition, end))
         .collect();
-    let complete = complete_positions(target, &topics.position, &lanes, progress_ends.len())?;
+    // The positions hold every commit below those ends, and the history
+    // read after them every commit they hold (see [`settle`]). Lane i
+    // writes partition i of both topics.
+    let aligned = target.partition_count(&topics.position)? == Some(progress_ends.len() as i32);
+    if aligned {
+        settle(target, &topics.position, &lanes)?;
+    }
     let positions = read_positions(target, &topics.position, wanted)?;
-    let known = KnownTails {
+    settle(target, &topics.progress, &lanes)?;
+    let known = aligned.then_some(KnownTails {
         positions: &positions,
         progress_ends: &progress_ends,
-        complete: &complete,
-    };
+    });
     let (mut histories, _, truncated) =
-        read_histories(target, &topics.progress, wanted, None, needed, Some(known))?;
+        read_histories(target, &topics.progress, wanted, None, needed, known)?;
     for (key, position) in positions {
         let (lineage, map) = histories
             .entry(key)
@@ -128,67 +138,28 @@ struct KnownTails<'a> {
     /// The progress topic's end per partition, read before the positions:
     /// every commit after a position lies at or past it.
     progress_ends: &'a BTreeMap<i32, i64>,
-    /// The lanes whose positions include every commit below those ends
-    /// (see [`complete_positions`]); only theirs may spare a history.
-    complete: &'a BTreeSet<i32>,
 }
 
-/// How long [`complete_positions`] waits for a lane's open transaction.
-const POSITIONS_SETTLE_LIMIT: Duration = Duration::from_secs(3);
-
-/// The `lanes` whose position records, read after this returns, include
-/// every commit the progress topic showed before it was called.
-///
-/// Kafka writes a transaction's commit markers partition by partition, so
-/// a commit already visible in a lane's progress partition may not be
-/// visible in its position partition yet. Its position record was written
-/// before the commit began, so it lies below the position partition's
-/// high watermark read now; once no transaction is open below that
-/// watermark (its last stable offset reached it), the commit is readable
-/// there too. A lane whose open transaction does not end within
-/// [`POSITIONS_SETTLE_LIMIT`] (a killed instance's, until the target aborts
-/// it) is left out: its histories are searched as if no position were
-/// known. The position topic must have the progress topic's `partitions`.
-fn complete_positions(
-    target: &Side,
-    position_topic: &str,
-    lanes: &[i32],
-    partitions: usize,
-) -> anyhow::Result<BTreeSet<i32>> {
-    let mut complete = BTreeSet::new();
-    if target.partition_count(position_topic)? != Some(partitions as i32) {
-        return Ok(complete);
-    }
+/// Waits until no transaction is open below the high watermarks the
+/// `lanes` of `topic` have now. Kafka writes a transaction's commit
+/// markers partition by partition, so a lane's commit can be readable in
+/// one of its internal topics and not yet in the other; its records in
+/// both were written before it began to commit, so below the high
+/// watermarks read once it is readable anywhere. Waits at most the
+/// side's stall limit (longer than the target's transaction timeout, after
+/// which a killed instance's transaction is aborted).
+fn settle(target: &Side, topic: &str, lanes: &[i32]) -> anyhow::Result<()> {
     let list: Vec<SourcePartition> = lanes
         .iter()
-        .map(|&lane| SourcePartition::new(position_topic, lane))
+        .map(|&lane| SourcePartition::new(topic, lane))
         .collect();
-    let mut waiting: BTreeMap<i32, i64> = target
+    let ends: Vec<(String, i32, i64)> = target
         .watermarks_of(&list)?
         .into_iter()
-        .map(|(p, (_, high))| (p.partition, high))
+        .map(|(p, (_, high))| (p.topic, p.partition, high))
         .collect();
-    let deadline = Instant::now() + POSITIONS_SETTLE_LIMIT;
-    loop {
-        let open: Vec<SourcePartition> = waiting
-            .keys()
-            .map(|&lane| SourcePartition::new(position_topic, lane))
-            .collect();
-        let stable = target.stable_watermarks_of(&open)?;
-        waiting.retain(|&lane, high| {
-            let settled = stable
-                .get(&SourcePartition::new(position_topic, lane))
-                .is_some_and(|&(_, end)| end >= *high);
-            if settled {
-                complete.insert(lane);
-            }
-            !settled
-        });
-        if waiting.is_empty() || Instant::now() >= deadline {
-            return Ok(complete);
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    target.wait_until_settled(&ends)?;
+    Ok(())
 }
 
 /// A partition's records are in commit order, so when its lineage changes
@@ -218,7 +189,6 @@ fn read_histories(
                     .filter(|key| lane_of(key).is_none_or(|lane| lane == partition))
                     .cloned();
                 let mut search = TailSearch::new(needed, as_of, keys);
-                let known = known.filter(|k| k.complete.contains(&partition));
                 if let Some(known) = known {
                     search.start_from_positions(known.positions);
                 }

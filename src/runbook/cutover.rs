@@ -180,10 +180,11 @@ fn catch_up(
 ) -> anyhow::Result<Vec<PartitionCatchUp>> {
     let wanted = partitions.iter().cloned().collect();
     let positions = read_positions(target, &InternalTopics::for_alias(alias).position, &wanted)?;
+    let stable_ends = source.stable_watermarks_of(&source_partitions(partitions))?;
+    // After the ends: a topic recreated in between is told apart.
     let names: BTreeSet<&str> = partitions.iter().map(|(t, _)| t.as_str()).collect();
     let names: Vec<&str> = names.into_iter().collect();
     let (source_ids, target_ids) = (source.topic_ids(&names)?, target.topic_ids(&names)?);
-    let stable_ends = source.stable_watermarks_of(&source_partitions(partitions))?;
     let mut out = Vec::new();
     for tp in partitions {
         let (topic, partition) = tp;
@@ -314,7 +315,7 @@ pub fn cutover(options: &CutoverOptions) -> anyhow::Result<CutoverReport> {
     let (caught_up, state) = loop {
         let state = catch_up(&source_side, &target_side, alias, &partitions, &before)?;
         if state.iter().all(PartitionCatchUp::settled) {
-            break (true, state);
+            break (state.iter().all(|p| p.recreated.is_none()), state);
         }
         let held = held_partitions(&state);
         if !held.is_empty() && held != announced {

@@ -75,26 +75,45 @@ impl Cluster {
         next_target: i64,
     ) {
         self.create_topic_with(position_topic, 1, &[("retention.ms", "-1")]);
+        let record = self.commit_record(source, topic, None, next_source, next_target);
+        self.produce(position_topic, &[record]);
+    }
+
+    /// The record of one commit of `topic`-0, for the progress or the
+    /// position topic: `run` (source start, target start, length) copied,
+    /// if any, and the position after it.
+    pub fn commit_record(
+        &self,
+        source: &Cluster,
+        topic: &str,
+        run: Option<(i64, i64, u64)>,
+        next_source: i64,
+        next_target: i64,
+    ) -> TestRecord {
         let partition = SourcePartition::new(topic, 0);
         let position = ProgressRecord {
             source: partition.clone(),
             lineage: self.lineage_of(source, topic),
-            runs: vec![],
+            runs: run
+                .map(|(source_start, target_start, len)| OffsetRun {
+                    source_start,
+                    target_start,
+                    len,
+                })
+                .into_iter()
+                .collect(),
             next_source_offset: next_source,
             next_target_offset: next_target,
             instance: 7,
             committed_at_ms: 0,
         };
-        self.produce(
-            position_topic,
-            &[TestRecord {
-                partition: 0,
-                key: Some(ProgressRecord::key(&partition)),
-                value: Some(position.encode()),
-                headers: vec![],
-                timestamp: None,
-            }],
-        );
+        TestRecord {
+            partition: 0,
+            key: Some(ProgressRecord::key(&partition)),
+            value: Some(position.encode()),
+            headers: vec![],
+            timestamp: None,
+        }
     }
 
     /// The lineage of a copy of `source`'s `topic` into this cluster's.
