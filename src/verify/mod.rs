@@ -8,7 +8,9 @@
 //!
 //! Consistency of the snapshot (mapped mode): the target's high watermarks
 //! are taken first, then verify waits until every transaction below them
-//! has ended, and only then reads the progress topic to its end. Every
+//! has ended, and only then reads the progress topic to its end, once no
+//! transaction is open below the progress partitions' high watermarks read
+//! then (a transaction's commit markers land partition by partition). Every
 //! eosmirror transaction that wrote a target record in the checked range
 //! has therefore committed (or aborted) before the mapping is read, and its
 //! progress record — written in the same transaction — is in the mapping.
