@@ -10,7 +10,7 @@
 
 mod support;
 
-use eosmirror::wire::{InternalTopics, Lineage, ProgressRecord, TopicId};
+use eosmirror::wire::{InternalTopics, Lineage, ProgressRecord};
 use eosmirror_state::{OffsetRun, SourcePartition};
 use serde_json::Value;
 use std::time::{Duration, Instant};
@@ -299,13 +299,14 @@ fn fake_copy(topic: &str, alias: &str, writes: &[(i64, &ReadRecord)]) {
         })
         .collect();
     let source = SourcePartition::new(topic, 0);
-    // verify only reads the runs; the lineage is not checked.
+    // The lineage names the topics as they are (verify refuses a mapping
+    // of topics recreated since).
     let progress_record = ProgressRecord {
         source: source.clone(),
         lineage: Lineage {
             source_cluster_id: "verify-test".into(),
-            source_topic_id: TopicId([1; 16]),
-            target_topic_id: TopicId([2; 16]),
+            source_topic_id: bed.source.topic_id(topic),
+            target_topic_id: bed.target.topic_id(topic),
         },
         runs,
         next_source_offset: writes.iter().map(|(s, _)| s + 1).max().unwrap_or(0),
