@@ -28,9 +28,9 @@ pub type TargetEnds = BTreeMap<(String, i32), i64>;
 ///
 /// Also returns the topics each mapping belongs to and, for each partition
 /// with such a later commit, the target offset where that commit's copies
-/// start: the snapshot can be checked
-/// only below it, since copies of a transaction still open at the snapshot
-/// may already lie below the snapshot's end.
+/// start: the snapshot can be checked only below it, since copies of a
+/// transaction still open at the snapshot may already lie below the
+/// snapshot's end.
 ///
 /// Only the history `needed` is read: for a range that does not start at
 /// the beginning, the tail that covers it (see [`super::tail`]).
@@ -75,8 +75,8 @@ pub type Lineages = BTreeMap<(String, i32), Lineage>;
 /// A partition whose range starts at or past its position needs none of
 /// its history (see [`TailSearch::start_from_positions`]): a group caught
 /// up on a partition idle for days costs no read of those days. Only the
-/// commits made since the positions were read are read for it, so a
-/// start-over among them still replaces the position's lineage.
+/// commits past the progress ends read before the positions are read for
+/// it, so a start-over among them still replaces the position's lineage.
 pub fn read_mappings_with_positions(
     target: &Side,
     topics: &InternalTopics,
