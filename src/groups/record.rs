@@ -9,7 +9,7 @@ use anyhow::Context;
 use serde::{Deserialize, Serialize};
 
 use crate::read::{RangeReader, Side};
-use crate::replication::progress::{decode_versioned, encode_versioned, DecodeError};
+use crate::replication::progress::{decode_body, encode_with_version, DecodeError, FORMAT_VERSION};
 use crate::topics::identity::TopicId;
 
 /// A source group's committed offsets, as last observed.
@@ -63,11 +63,74 @@ impl GroupsTopicRecord {
     }
 
     pub fn encode(&self) -> Vec<u8> {
-        encode_versioned(self)
+        encode_with_version(GROUPS_FORMAT_VERSION, self)
     }
 
+    /// Reads a record of this version or of the one before (which named no
+    /// topic ids: read with none, they check nothing).
     pub fn decode(bytes: &[u8]) -> Result<GroupsTopicRecord, DecodeError> {
-        decode_versioned(bytes)
+        let (&version, body) = bytes.split_first().ok_or(DecodeError::Empty)?;
+        match version {
+            GROUPS_FORMAT_VERSION => decode_body(body),
+            WITHOUT_TOPIC_IDS => {
+                decode_body::<without_ids::GroupsTopicRecord>(body).map(Into::into)
+            }
+            other => Err(DecodeError::UnknownVersion(other)),
+        }
+    }
+}
+
+/// The groups topic's format version: the internal topics' one (3) until
+/// its records named their source topic ids. Its own, so that change left
+/// the progress and position topics, the copy's whole history, readable.
+const GROUPS_FORMAT_VERSION: u8 = 4;
+
+/// The version of the records written before, without topic ids.
+const WITHOUT_TOPIC_IDS: u8 = FORMAT_VERSION;
+
+/// The groups topic's records as version 3 wrote them.
+mod without_ids {
+    use serde::{Deserialize, Serialize};
+
+    #[derive(Serialize, Deserialize)]
+    pub struct GroupOffsetsRecord {
+        pub group: String,
+        pub offsets: Vec<(String, i32, i64)>,
+        pub observed_at_ms: i64,
+    }
+
+    #[derive(Serialize, Deserialize)]
+    pub struct SourceEndsRecord {
+        pub partitions: Vec<(String, i32, i64, i64)>,
+        pub observed_at_ms: i64,
+    }
+
+    #[derive(Serialize, Deserialize)]
+    pub enum GroupsTopicRecord {
+        Group(GroupOffsetsRecord),
+        SourceEnds(SourceEndsRecord),
+    }
+
+    impl From<GroupsTopicRecord> for super::GroupsTopicRecord {
+        fn from(record: GroupsTopicRecord) -> Self {
+            match record {
+                GroupsTopicRecord::Group(g) => {
+                    super::GroupsTopicRecord::Group(super::GroupOffsetsRecord {
+                        group: g.group,
+                        offsets: g.offsets,
+                        source_topic_ids: Vec::new(),
+                        observed_at_ms: g.observed_at_ms,
+                    })
+                }
+                GroupsTopicRecord::SourceEnds(e) => {
+                    super::GroupsTopicRecord::SourceEnds(super::SourceEndsRecord {
+                        partitions: e.partitions,
+                        source_topic_ids: Vec::new(),
+                        observed_at_ms: e.observed_at_ms,
+                    })
+                }
+            }
+        }
     }
 }
 
@@ -152,5 +215,28 @@ mod tests {
         assert_eq!(GroupsTopicRecord::decode(&g.encode()).unwrap(), g);
         assert_eq!(GroupsTopicRecord::decode(&e.encode()).unwrap(), e);
         assert_ne!(g.key(), e.key());
+    }
+
+    #[test]
+    fn records_written_before_topic_ids_read_with_none() {
+        let old = without_ids::GroupsTopicRecord::Group(without_ids::GroupOffsetsRecord {
+            group: "billing".into(),
+            offsets: vec![("orders".into(), 2, 41)],
+            observed_at_ms: 5,
+        });
+        let read = GroupsTopicRecord::decode(&encode_with_version(3, &old)).unwrap();
+        assert_eq!(
+            read,
+            GroupsTopicRecord::Group(GroupOffsetsRecord {
+                group: "billing".into(),
+                offsets: vec![("orders".into(), 2, 41)],
+                source_topic_ids: vec![],
+                observed_at_ms: 5,
+            })
+        );
+        assert!(matches!(
+            GroupsTopicRecord::decode(&[9, 0]),
+            Err(DecodeError::UnknownVersion(9))
+        ));
     }
 }

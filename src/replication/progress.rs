@@ -23,9 +23,9 @@ use crate::topics::identity::TopicId;
 /// Bumped when the encoding or the layout of the internal topics changes;
 /// readers refuse versions they don't know instead of misreading positions.
 /// Version 2: one internal partition per lane (version 1 had one partition).
-/// Version 3: every record names its [`Lineage`]. Version 4: recorded
-/// group offsets name their source topics' ids.
-const FORMAT_VERSION: u8 = 4;
+/// Version 3: every record names its [`Lineage`]. (The groups topic's
+/// records have a version of their own: see `groups/record.rs`.)
+pub(crate) const FORMAT_VERSION: u8 = 3;
 
 /// Internal topics every eosmirror instance of one source alias shares.
 #[derive(Debug, Clone)]
@@ -145,7 +145,12 @@ impl ProgressRecord {
 }
 
 pub(crate) fn encode_versioned<T: Serialize>(value: &T) -> Vec<u8> {
-    let mut out = vec![FORMAT_VERSION];
+    encode_with_version(FORMAT_VERSION, value)
+}
+
+/// `value` encoded behind the format version byte `version`.
+pub(crate) fn encode_with_version<T: Serialize>(version: u8, value: &T) -> Vec<u8> {
+    let mut out = vec![version];
     let body = bincode::serde::encode_to_vec(value, bincode::config::standard())
         .expect("encoding plain data into a Vec cannot fail");
     out.extend_from_slice(&body);
@@ -159,6 +164,11 @@ pub(crate) fn decode_versioned<T: for<'de> Deserialize<'de>>(
     if version != FORMAT_VERSION {
         return Err(DecodeError::UnknownVersion(version));
     }
+    decode_body(body)
+}
+
+/// A value encoded whole in `body` (the bytes after the version byte).
+pub(crate) fn decode_body<T: for<'de> Deserialize<'de>>(body: &[u8]) -> Result<T, DecodeError> {
     let (value, used) = bincode::serde::decode_from_slice(body, bincode::config::standard())
         .map_err(|e| DecodeError::Malformed(e.to_string()))?;
     if used != body.len() {
