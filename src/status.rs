@@ -38,7 +38,7 @@ use crate::clusters::{Cluster, Endpoints};
 use crate::config::ClientRole;
 use crate::error_chain::one_line;
 use crate::groups::kafka::GroupClient;
-use crate::offsets::topics_now::{check_topics, Recreated, TopicsNow};
+use crate::offsets::topics_now::{check_topics, topics_now, Recreated};
 use crate::read::{is_deleted, poll_reader, reader_config, StallWatch};
 use crate::replication::layout::Layout;
 use crate::replication::membership::instance_of_client_id;
@@ -480,16 +480,14 @@ fn recreated_positions(
     wanted: &BTreeSet<SourcePartition>,
     timeout: Duration,
 ) -> anyhow::Result<BTreeMap<SourcePartition, Recreated>> {
-    let names: BTreeSet<&str> = wanted.iter().map(|p| p.topic.as_str()).collect();
-    let names: Vec<&str> = names.into_iter().collect();
-    let source_ids = source.side(1024, timeout).topic_ids(&names)?;
-    let target_ids = target.side(1024, timeout).topic_ids(&names)?;
+    let ids = topics_now(
+        &source.side(1024, timeout),
+        &target.side(1024, timeout),
+        wanted.iter().map(|p| p.topic.as_str()),
+    )?;
     let mut recreated = BTreeMap::new();
     for (p, record) in positions.iter().filter(|(p, _)| wanted.contains(*p)) {
-        let now = TopicsNow {
-            source: source_ids.get(&p.topic).copied().flatten(),
-            target: target_ids.get(&p.topic).copied().flatten(),
-        };
+        let now = ids.get(&p.topic).copied().unwrap_or_default();
         if let Err(e) = check_topics(&p.topic, &record.lineage, now) {
             recreated.insert(p.clone(), e);
         }

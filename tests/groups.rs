@@ -16,7 +16,8 @@ use rdkafka::message::Message;
 use rdkafka::{Offset, TopicPartitionList};
 use support::mirror::{assert_exact_copy, wait_for_copy, Mirror, MirrorSetup};
 use support::{
-    bed, copy_offset, unique_name, Cluster, Isolation, ReadRecord, TestRecord, TxnOutcome,
+    bed, copy_offset, unique_name, Cluster, Isolation, OpenTransaction, ReadRecord, TestRecord,
+    TxnOutcome,
 };
 
 /// What a consumer of `group` reads from its committed offsets to the end
@@ -271,6 +272,25 @@ fn translate_apply_resumes_a_group_exactly_across_markers_aborts_and_compaction(
     drop(member);
 }
 
+/// Runs `translate` for `group` while `open` stays open, committing it 2 s
+/// after the command starts; returns the command's JSON report (it must
+/// succeed).
+fn translate_while_open(
+    setup: &MirrorSetup,
+    group: &str,
+    open: OpenTransaction,
+) -> serde_json::Value {
+    let committer = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_secs(2));
+        open.commit();
+    });
+    let (code, stdout, stderr) =
+        setup.command("translate", &["--group", group, "--format", "json"]);
+    committer.join().unwrap();
+    assert_eq!(code, 0, "{stdout}\n{stderr}");
+    serde_json::from_str(&stdout).unwrap()
+}
+
 /// A partition idle for longer than the progress topic's retention has no
 /// offset mapping left there. A group caught up on it must still translate
 /// (from the compacted position topic) and resume exactly: nothing re-read,
@@ -428,15 +448,7 @@ fn a_group_caught_up_on_an_idle_partition_needs_none_of_its_lanes_history() {
     // partition, and reads the position it commits.
     let position = bed.target.commit_record(&bed.source, &idle, None, 10, 15);
     let open = bed.target.open_transaction(&internal.position, &[position]);
-    let committer = std::thread::spawn(move || {
-        std::thread::sleep(Duration::from_secs(2));
-        open.commit();
-    });
-    let (code, stdout, stderr) =
-        setup.command("translate", &["--group", &caught_up, "--format", "json"]);
-    committer.join().unwrap();
-    assert_eq!(code, 0, "{stdout}\n{stderr}");
-    let report: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    let report = translate_while_open(&setup, &caught_up, open);
     assert_eq!(
         report["partitions"][0]["translation"]["target_offset"].as_i64(),
         Some(15),
@@ -457,15 +469,7 @@ fn a_group_caught_up_on_an_idle_partition_needs_none_of_its_lanes_history() {
     bed.target.produce(&internal.position, &[position]);
     let in_commit = unique_name("idle-in-commit");
     bed.source.commit_group(&in_commit, &[(&idle, 0, 16)]);
-    let committer = std::thread::spawn(move || {
-        std::thread::sleep(Duration::from_secs(2));
-        open.commit();
-    });
-    let (code, stdout, stderr) =
-        setup.command("translate", &["--group", &in_commit, "--format", "json"]);
-    committer.join().unwrap();
-    assert_eq!(code, 0, "{stdout}\n{stderr}");
-    let report: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    let report = translate_while_open(&setup, &in_commit, open);
     let translation = &report["partitions"][0]["translation"];
     assert_eq!(translation["target_offset"].as_i64(), Some(17), "{report}");
     assert_eq!(translation["kind"], "exact", "{report}");

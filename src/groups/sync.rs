@@ -26,7 +26,7 @@ use crate::error_chain::one_line;
 use crate::failpoints::{self, crash_point};
 use crate::health::Health;
 use crate::offsets::history::read_positions;
-use crate::offsets::topics_now::TopicsNow;
+use crate::offsets::topics_now::{topics_now, TopicsNow};
 use crate::pattern::NamePattern;
 use crate::read::{first_committed, Side};
 use crate::replication::layout::{Lane, Layout};
@@ -149,7 +149,11 @@ impl GroupSync {
         // Read after the offsets: a topic recreated in between gives the
         // offsets of the old topic the new id, which refuses them, never the
         // other way round.
-        let topics_now = self.topics_now(&partitions)?;
+        let topics_now = topics_now(
+            &self.source.side(1024, CONNECT_TIMEOUT),
+            &self.target.side(1024, CONNECT_TIMEOUT),
+            partitions.iter().map(|(t, _)| t.as_str()),
+        )?;
         let source_ids: SourceTopicIds = topics_now
             .iter()
             .map(|(topic, now)| (topic.clone(), now.source))
@@ -293,28 +297,6 @@ impl GroupSync {
         self.lanes.is_owned(lane)
             && self.health.copies(lane)
             && !self.health.stopped.contains(partition)
-    }
-
-    /// The ids the replicated topics have now on both clusters.
-    fn topics_now(
-        &self,
-        partitions: &[TopicPartition],
-    ) -> anyhow::Result<BTreeMap<String, TopicsNow>> {
-        let names: BTreeSet<&str> = partitions.iter().map(|(t, _)| t.as_str()).collect();
-        let names: Vec<&str> = names.into_iter().collect();
-        let source = self.source.side(1024, CONNECT_TIMEOUT).topic_ids(&names)?;
-        let target = self.target.side(1024, CONNECT_TIMEOUT).topic_ids(&names)?;
-        Ok(names
-            .iter()
-            .map(|&name| {
-                let id = |ids: &SourceTopicIds| ids.get(name).copied().flatten();
-                let now = TopicsNow {
-                    source: id(&source),
-                    target: id(&target),
-                };
-                (name.to_string(), now)
-            })
-            .collect())
     }
 
     /// What the local cache translates of a group's source offsets; the

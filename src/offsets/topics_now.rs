@@ -6,6 +6,9 @@
 //! offsets into positions in the old copy that look exact (a translation),
 //! or compare its records with the old topic's copies (verify).
 
+use std::collections::{BTreeMap, BTreeSet};
+
+use crate::read::{ReadError, Side};
 use crate::replication::progress::Lineage;
 use crate::topics::identity::TopicId;
 
@@ -17,6 +20,33 @@ pub struct TopicsNow {
     pub source: Option<TopicId>,
     /// The target topic's id: the topic the copy is in.
     pub target: Option<TopicId>,
+}
+
+/// The ids each of `topics` has now on both clusters (one DescribeTopics
+/// request per cluster).
+pub fn topics_now<'a>(
+    source: &Side,
+    target: &Side,
+    topics: impl IntoIterator<Item = &'a str>,
+) -> Result<BTreeMap<String, TopicsNow>, ReadError> {
+    let names: Vec<&str> = topics
+        .into_iter()
+        .collect::<BTreeSet<_>>()
+        .into_iter()
+        .collect();
+    let source_ids = source.topic_ids(&names)?;
+    let target_ids = target.topic_ids(&names)?;
+    let id = |ids: &BTreeMap<String, Option<TopicId>>, name: &str| ids.get(name).copied().flatten();
+    Ok(names
+        .iter()
+        .map(|&name| {
+            let now = TopicsNow {
+                source: id(&source_ids, name),
+                target: id(&target_ids, name),
+            };
+            (name.to_string(), now)
+        })
+        .collect())
 }
 
 /// A mapping recorded for a topic since deleted and created again.

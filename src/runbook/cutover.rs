@@ -15,7 +15,7 @@
 //! 5. Report; exit 0 only if all of it holds. Running it again is safe: a
 //!    group already moved is left unchanged.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::time::{Duration, Instant};
 
@@ -29,7 +29,7 @@ use crate::groups::translate::{
 };
 use crate::groups::TopicPartition;
 use crate::offsets::history::read_positions;
-use crate::offsets::topics_now::{check_topics, TopicsNow};
+use crate::offsets::topics_now::{check_topics, topics_now};
 use crate::pattern::NamePattern;
 use crate::read::{first_committed, first_record, Side};
 use crate::replication::progress::InternalTopics;
@@ -182,19 +182,14 @@ fn catch_up(
     let positions = read_positions(target, &InternalTopics::for_alias(alias).position, &wanted)?;
     let stable_ends = source.stable_watermarks_of(&source_partitions(partitions))?;
     // After the ends: a topic recreated in between is told apart.
-    let names: BTreeSet<&str> = partitions.iter().map(|(t, _)| t.as_str()).collect();
-    let names: Vec<&str> = names.into_iter().collect();
-    let (source_ids, target_ids) = (source.topic_ids(&names)?, target.topic_ids(&names)?);
+    let ids = topics_now(source, target, partitions.iter().map(|(t, _)| t.as_str()))?;
     let mut out = Vec::new();
     for tp in partitions {
         let (topic, partition) = tp;
         let (low, stable) = stable_ends[&SourcePartition::new(topic, *partition)];
         let sampled_high = sampled[tp];
         // A position of a topic recreated since says nothing of this one.
-        let now = TopicsNow {
-            source: source_ids.get(topic).copied().flatten(),
-            target: target_ids.get(topic).copied().flatten(),
-        };
+        let now = ids.get(topic).copied().unwrap_or_default();
         let recreated = positions
             .get(tp)
             .and_then(|p| check_topics(topic, &p.lineage, now).err());

@@ -26,7 +26,7 @@ pub mod progress_line;
 pub mod range;
 pub mod report;
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -39,7 +39,7 @@ use crate::config::ClientRole;
 use crate::offsets::history::{read_mappings_as_of, TargetEnds};
 use crate::offsets::mapping::OffsetMap;
 use crate::offsets::tail::Needed;
-use crate::offsets::topics_now::{check_topics, TopicsNow};
+use crate::offsets::topics_now::{check_topics, topics_now};
 use crate::read::{first_committed, RangeReader, ReadError, Side};
 use crate::replication::progress::InternalTopics;
 use crate::replication::throttle::{Throttle, ThrottleLimits};
@@ -279,9 +279,7 @@ fn plan_mapped_jobs(
     };
     let (maps, lineages, later, history_truncated) =
         read_mappings_as_of(target, &topics.progress, &snapshot, &needed)?;
-    let names: BTreeSet<&str> = jobs.iter().map(|j| j.report.topic.as_str()).collect();
-    let names: Vec<&str> = names.into_iter().collect();
-    let (source_ids, target_ids) = (source.topic_ids(&names)?, target.topic_ids(&names)?);
+    let ids = topics_now(source, target, jobs.iter().map(|j| j.report.topic.as_str()))?;
     for (key, cut) in later {
         if let Some(marks) = target_marks.get_mut(&key) {
             marks.high = marks.high.min(cut).max(marks.low);
@@ -293,10 +291,7 @@ fn plan_mapped_jobs(
         let r = &mut job.report;
         // A copy of a topic deleted since is no copy of this one.
         if let Some(lineage) = lineages.get(&(r.topic.clone(), r.partition)) {
-            let now = TopicsNow {
-                source: source_ids.get(&r.topic).copied().flatten(),
-                target: target_ids.get(&r.topic).copied().flatten(),
-            };
+            let now = ids.get(&r.topic).copied().unwrap_or_default();
             if let Err(recreated) = check_topics(&r.topic, lineage, now) {
                 r.unverifiable.push(recreated.to_string());
                 continue;
