@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use eosmirror::wire::InternalTopics;
+use eosmirror::wire::{InternalTopics, ProgressRecord};
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::message::Message;
 use rdkafka::{Offset, TopicPartitionList};
@@ -337,6 +337,69 @@ fn translate_idle_partitions_after_their_progress_records_expired() {
         );
         assert_eq!(on_target[&p].len(), 5);
     }
+}
+
+/// Retention of one lane's history says nothing of another lane's. A
+/// group behind a partition's first copy (the source's retention took
+/// those records before they were copied) translates to that copy when
+/// the partition's lane kept all its history, even though the history of
+/// the group's other partition, in another lane, expired; that one is
+/// refused as expired.
+#[test]
+fn one_lanes_expired_history_does_not_expire_the_partitions_of_another() {
+    let bed = bed();
+    let topic = bed.source.create_topic("groups-lane-expiry", 2);
+    let records: Vec<TestRecord> = (0..40).map(|i| record(i as i32 % 2, "r", i)).collect();
+    bed.source.produce(&topic, &records);
+    bed.source.delete_records(&topic, 1, 10);
+    let setup = MirrorSetup::new(&bed.source.bootstrap, &bed.target.bootstrap);
+    // Two lanes: a topic's partitions go round-robin, one to each.
+    setup.copy_and_check(&topic, &["--lanes", "2"], &[&topic]);
+
+    let progress = InternalTopics::for_alias(&setup.alias).progress;
+    let lane_of_partition_0 = bed
+        .target
+        .read_all(&progress, Isolation::ReadCommitted)
+        .into_iter()
+        .find(|r| {
+            let record = ProgressRecord::decode(r.value.as_deref().unwrap_or_default()).unwrap();
+            record.source.topic == topic && record.source.partition == 0
+        })
+        .expect("a progress record of partition 0")
+        .partition;
+    let (_, end) = bed.target.watermarks(&progress, lane_of_partition_0);
+    bed.target
+        .delete_records(&progress, lane_of_partition_0, end);
+
+    let group = unique_name("lane-expiry");
+    bed.source
+        .commit_group(&group, &[(&topic, 0, 5), (&topic, 1, 5)]);
+    let (_, stdout, stderr) = setup.command("translate", &["--group", &group, "--format", "json"]);
+    let report: serde_json::Value =
+        serde_json::from_str(&stdout).unwrap_or_else(|_| panic!("{stdout}\n{stderr}"));
+    let partition = |p: i64| {
+        report["partitions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| t["partition"].as_i64() == Some(p))
+            .unwrap_or_else(|| panic!("no partition {p}: {report}"))
+            .clone()
+    };
+    let expired = partition(0);
+    assert!(
+        expired["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("retention")),
+        "{report}"
+    );
+    // Source offset 10, partition 1's first copy, is at target offset 0.
+    let kept = partition(1);
+    assert_eq!(
+        kept["translation"]["target_offset"].as_i64(),
+        Some(0),
+        "{report}"
+    );
 }
 
 /// Translation reads only the tail of the mapping history the groups need,

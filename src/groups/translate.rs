@@ -198,7 +198,13 @@ pub fn translate_groups(
             Some(lineage) => check_topics(topic, lineage, now).map_err(Untranslatable::from),
             None => Ok(()),
         }
-        .and_then(|()| translate(maps.get(&key).unwrap_or(&empty), truncated, source_offset));
+        .and_then(|()| {
+            translate(
+                maps.get(&key).unwrap_or(&empty),
+                truncated.contains(&key),
+                source_offset,
+            )
+        });
         PartitionTranslation {
             topic: topic.clone(),
             partition: *partition,

@@ -20,6 +20,12 @@ pub type Mappings = BTreeMap<(String, i32), OffsetMap>;
 /// same number).
 pub type TargetEnds = BTreeMap<(String, i32), i64>;
 
+/// The source partitions whose history needed was truncated by the
+/// progress topic's retention: below their first mapping kept, nothing is
+/// known. Per partition, since one lane's retention says nothing of
+/// another's, nor of a partition whose range its newer commits cover.
+pub type Truncated = BTreeSet<(String, i32)>;
+
 /// The offset mappings of `ends`' partitions from the progress topic (its
 /// committed records) as of a snapshot of the target: per partition, only the
 /// commits whose copies all lie below the snapshot's end (`ends`). A commit
@@ -39,7 +45,7 @@ pub fn read_mappings_as_of(
     progress_topic: &str,
     ends: &TargetEnds,
     needed: &Needed,
-) -> anyhow::Result<(Mappings, Lineages, TargetEnds, bool)> {
+) -> anyhow::Result<(Mappings, Lineages, TargetEnds, Truncated)> {
     let wanted = ends.keys().cloned().collect();
     // The progress records of the snapshot's transactions are readable
     // (see [`settle`]).
@@ -61,8 +67,8 @@ pub type Lineages = BTreeMap<(String, i32), Lineage>;
 /// in the progress topic (committed records only; see [`super::tail`])
 /// with its latest position merged in, so a partition idle for longer than
 /// the progress topic's retention still translates. Also returns the
-/// topics each mapping belongs to, and whether a history needed was
-/// truncated by retention.
+/// topics each mapping belongs to, and the partitions whose history
+/// needed was truncated by retention.
 ///
 /// Positions are read *before* the history, and the history's lanes are
 /// settled in between (see [`settle`]): a tail newer than the runs read
@@ -82,7 +88,7 @@ pub fn read_mappings_with_positions(
     topics: &InternalTopics,
     wanted: &BTreeSet<(String, i32)>,
     needed: &Needed,
-) -> anyhow::Result<(Mappings, Lineages, bool)> {
+) -> anyhow::Result<(Mappings, Lineages, Truncated)> {
     let progress = internal_topic_ranges(target, &topics.progress)?;
     let lanes: Vec<i32> = holding(progress.clone(), wanted).map(|(p, ..)| p).collect();
     let progress_ends: BTreeMap<i32, i64> = progress
@@ -178,21 +184,21 @@ fn read_histories(
     as_of: Option<&TargetEnds>,
     needed: &Needed,
     known: Option<KnownTails<'_>>,
-) -> anyhow::Result<(Histories, TargetEnds, bool)> {
+) -> anyhow::Result<(Histories, TargetEnds, Truncated)> {
     let ranges = internal_topic_ranges(target, progress_topic)?;
     let layout = Layout::new(ranges.len() as u32).ok();
     let lane_of = |key: &(String, i32)| layout.map(|layout| lane_partition(layout, key));
-    let mut truncated = false;
+    let mut truncated = Truncated::new();
     let mut histories = Histories::new();
     let mut later = TargetEnds::new();
     for (partition, low, high) in holding(ranges, wanted) {
-        let (start, covered) = match needed {
-            Needed::All => (low, false),
+        let keys = wanted
+            .iter()
+            .filter(|key| lane_of(key).is_none_or(|lane| lane == partition))
+            .cloned();
+        let (start, uncovered): (i64, Vec<_>) = match needed {
+            Needed::All => (low, keys.collect()),
             _ => {
-                let keys = wanted
-                    .iter()
-                    .filter(|key| lane_of(key).is_none_or(|lane| lane == partition))
-                    .cloned();
                 let mut search = TailSearch::new(needed, as_of, keys);
                 if let Some(known) = known {
                     search.start_from_positions(known.positions);
@@ -201,11 +207,13 @@ fn read_histories(
                 // The commits since the positions were read, in any case.
                 let since_positions = known.and_then(|k| k.progress_ends.get(&partition));
                 let start = since_positions.map_or(start, |&end| start.min(end).max(low));
-                (start, search.covered())
+                (start, search.uncovered().cloned().collect())
             }
         };
         // Retention deleted the beginning of a history still needed.
-        truncated |= low > 0 && start == low && !covered;
+        if low > 0 && start == low {
+            truncated.extend(uncovered);
+        }
         for_each_record(target, progress_topic, partition, start, high, |record| {
             let key = (record.source.topic.clone(), record.source.partition);
             if !wanted.contains(&key) || later.contains_key(&key) {

@@ -103,6 +103,14 @@ impl<'a> TailSearch<'a> {
         self.partitions.values().all(|c| c.covered)
     }
 
+    /// The partitions whose range the commits seen do not cover yet.
+    pub fn uncovered(&self) -> impl Iterator<Item = &Key> {
+        self.partitions
+            .iter()
+            .filter(|(_, c)| !c.covered)
+            .map(|(key, _)| key)
+    }
+
     /// Takes the records of the next older chunk, in commit order.
     pub fn older_chunk(&mut self, records: Vec<ProgressRecord>) {
         let mut by_partition: BTreeMap<Key, Vec<ProgressRecord>> = BTreeMap::new();

@@ -311,7 +311,7 @@ fn plan_mapped_jobs(
             source: source_marks,
             target: target_marks[&(r.target_topic.clone(), r.partition)],
             map: &map,
-            history_truncated,
+            history_truncated: history_truncated.contains(&(r.topic.clone(), r.partition)),
             since_offset,
         });
         r.source_range = (plan.source_from, plan.source_to);

@@ -22,8 +22,9 @@ pub struct PlanInputs<'a> {
     pub source: Watermarks,
     pub target: Watermarks,
     pub map: &'a OffsetMap,
-    /// The progress topic no longer starts at offset 0: old mappings were
-    /// deleted by its retention.
+    /// The history of this partition's lane no longer starts at offset 0
+    /// of the progress topic, and the commits kept do not cover the range:
+    /// old mappings were deleted by its retention.
     pub history_truncated: bool,
     /// For `--since`: the source's first offset at or after the time.
     pub since_offset: Option<i64>,
