@@ -75,7 +75,11 @@ impl GroupsTopicRecord {
             WITHOUT_TOPIC_IDS => {
                 decode_body::<without_ids::GroupsTopicRecord>(body).map(Into::into)
             }
-            other => Err(DecodeError::UnknownVersion(other)),
+            other => Err(DecodeError::UnknownVersion {
+                record: "groups",
+                found: other,
+                understood: "versions 4 and 3",
+            }),
         }
     }
 }
@@ -234,9 +238,12 @@ mod tests {
                 observed_at_ms: 5,
             })
         );
-        assert!(matches!(
-            GroupsTopicRecord::decode(&[9, 0]),
-            Err(DecodeError::UnknownVersion(9))
-        ));
+        let unknown = GroupsTopicRecord::decode(&[9, 0]).unwrap_err();
+        assert!(
+            unknown.to_string().starts_with(&format!(
+                "groups record has format version 9; this eosmirror understands versions {GROUPS_FORMAT_VERSION} and {WITHOUT_TOPIC_IDS} only"
+            )),
+            "{unknown}"
+        );
     }
 }

@@ -112,11 +112,17 @@ pub struct ProgressRecord {
 /// A progress or position record could not be decoded.
 #[derive(Debug, thiserror::Error)]
 pub enum DecodeError {
-    #[error("progress record has format version {0}; this eosmirror understands version {FORMAT_VERSION} only (a newer eosmirror wrote it: upgrade; an older one: its internal topics have another layout, so replicate under a new --source.alias)")]
-    UnknownVersion(u8),
-    #[error("progress record is empty")]
+    #[error("{record} record has format version {found}; this eosmirror understands {understood} only (a newer eosmirror wrote it: upgrade; an older one: its internal topics have another layout, so replicate under a new --source.alias)")]
+    UnknownVersion {
+        /// Which internal topic's record (`progress`, `groups`).
+        record: &'static str,
+        found: u8,
+        /// The versions this build reads, in words.
+        understood: &'static str,
+    },
+    #[error("record is empty")]
     Empty,
-    #[error("progress record is malformed: {0}")]
+    #[error("record is malformed: {0}")]
     Malformed(String),
 }
 
@@ -162,7 +168,11 @@ pub(crate) fn decode_versioned<T: for<'de> Deserialize<'de>>(
 ) -> Result<T, DecodeError> {
     let (&version, body) = bytes.split_first().ok_or(DecodeError::Empty)?;
     if version != FORMAT_VERSION {
-        return Err(DecodeError::UnknownVersion(version));
+        return Err(DecodeError::UnknownVersion {
+            record: "progress",
+            found: version,
+            understood: "version 3",
+        });
     }
     decode_body(body)
 }
@@ -248,10 +258,17 @@ mod tests {
     fn refuses_unknown_versions_and_garbage() {
         let mut bytes = record().encode();
         bytes[0] = 9;
-        assert!(matches!(
-            ProgressRecord::decode(&bytes),
-            Err(DecodeError::UnknownVersion(9))
-        ));
+        let unknown = ProgressRecord::decode(&bytes).unwrap_err();
+        assert!(
+            matches!(unknown, DecodeError::UnknownVersion { found: 9, .. }),
+            "{unknown}"
+        );
+        assert!(
+            unknown
+                .to_string()
+                .starts_with(&format!("progress record has format version 9; this eosmirror understands version {FORMAT_VERSION} only")),
+            "{unknown}"
+        );
         assert!(matches!(
             ProgressRecord::decode(&[]),
             Err(DecodeError::Empty)
