@@ -159,17 +159,14 @@ fn settle(target: &Side, topic: &str, lanes: &[i32]) -> anyhow::Result<()> {
         .iter()
         .map(|&lane| SourcePartition::new(topic, lane))
         .collect();
-    let highs = target.watermarks_of(&list)?;
-    // Already settled where the last stable offset reached the high
-    // watermark (the usual case, and a cheap question); an empty partition
-    // (retention may have deleted all) has nothing open.
-    let stable = target.stable_watermarks_of(&list)?;
-    let open: Vec<(String, i32, i64)> = highs
+    // An empty partition (retention may have deleted all) has nothing open.
+    let ends: Vec<(String, i32, i64)> = target
+        .watermarks_of(&list)?
         .into_iter()
-        .filter(|(p, (low, high))| high > low && stable.get(p).is_none_or(|&(_, end)| end < *high))
+        .filter(|(_, (low, high))| high > low)
         .map(|(p, (_, high))| (p.topic, p.partition, high))
         .collect();
-    target.wait_until_settled(&open)?;
+    target.wait_until_settled(&ends)?;
     Ok(())
 }
 
