@@ -333,3 +333,55 @@ fn a_group_on_a_recreated_source_topic_is_not_translated_through_the_old_copy() 
         assert_eq!(rpo["unreplicated_offsets"].as_i64(), Some(30), "{rpo}");
     }
 }
+
+/// A target topic deleted and created again holds none of the copy its
+/// mapping describes: a group's offsets translated through that mapping
+/// would land on records that are not there (or on other records later).
+/// `translate` and group sync (whose local cache also holds the old copy's
+/// mapping) refuse them by name and move nothing.
+#[test]
+fn a_group_is_not_translated_into_a_recreated_target_topic() {
+    let bed = bed();
+    let setup = MirrorSetup::new(&bed.source.bootstrap, &bed.target.bootstrap);
+    let topic = copied_topic(&setup, "recreated-target-groups");
+    recreate(&bed.target, &topic);
+    let group = unique_name("recreated-target-groups");
+    bed.source
+        .commit_group(&group, &[(&topic, 0, 50), (&topic, 1, 100)]);
+    let refusal = "the target topic was deleted and created again";
+
+    let (code, stdout, stderr) = setup.command(
+        "translate",
+        &["--group", &group, "--topic", &topic, "--apply"],
+    );
+    assert_ne!(code, 0, "{stdout}\n{stderr}");
+    assert!(
+        stderr.contains(refusal),
+        "translate must name the recreated target topic:\n{stdout}\n{stderr}"
+    );
+    assert_eq!(bed.target.group_offsets(&group, &topic, 2), BTreeMap::new());
+
+    // Group sync, in a run kept going by a healthy topic, with the state
+    // dir (and its cache of the old copy) of the run that made it.
+    let healthy = bed.source.create_topic("recreated-target-healthy", 1);
+    bed.source.produce(&healthy, &records("h", 1, 10));
+    let mut mirror = setup.start(
+        &format!("{topic}|{healthy}"),
+        &["--groups.sync", &group, "--groups.sync.interval.secs", "1"],
+    );
+    let not_translated = format!("{topic}-0 has no translation: {refusal}");
+    mirror.wait_for_output(0, &[&not_translated], COPY_LIMIT);
+    let since = mirror.output().len();
+    mirror.wait_for_output(since, &[&not_translated], COPY_LIMIT);
+    assert_eq!(
+        bed.target.group_offsets(&group, &topic, 2),
+        BTreeMap::new(),
+        "group sync moved the group into the recreated target topic"
+    );
+    mirror.stop(EXIT_LIMIT);
+    assert_eq!(
+        bed.target.read_all(&topic, Isolation::ReadCommitted).len(),
+        0,
+        "nothing may be copied into the recreated target topic at the old positions"
+    );
+}
