@@ -562,3 +562,36 @@ fn a_recent_range_reads_only_the_tail_of_the_mapping_history() {
     assert_eq!(report["source_records"].as_u64(), Some(100), "{report}");
     assert_eq!(report["target_records"].as_u64(), Some(100), "{report}");
 }
+
+/// A partition idle for longer than the progress topic's retention has no
+/// offset mapping left there, only its position. Its copy cannot be
+/// checked: verify says so and why, whatever the range, and does not call
+/// the records it copied "not yet replicated"; records produced since are.
+#[test]
+fn an_idle_partition_whose_mapping_expired_is_unverifiable_not_unreplicated() {
+    let bed = bed();
+    let (topic, setup) = copied("verify-expired", 1, 20);
+    let progress = InternalTopics::for_alias(&setup.alias).progress;
+    for lane in 0..bed.target.partition_count(&progress).unwrap() {
+        let (_, end) = bed.target.watermarks(&progress, lane);
+        bed.target.delete_records(&progress, lane, end);
+    }
+    bed.source.produce(&topic, &[record(0, 20), record(0, 21)]);
+
+    for range in [&[][..], &["--last", "10"][..]] {
+        let mut args = vec!["--include", topic.as_str()];
+        args.extend_from_slice(range);
+        let (code, report) = verify_json(&setup, &args);
+        assert_eq!(code, 2, "{range:?}: {report}");
+        let partition = &report["partitions"][0];
+        assert!(
+            partition["unverifiable"].to_string().contains("retention"),
+            "{range:?}: {report}"
+        );
+        assert_eq!(
+            partition["not_yet_replicated"],
+            serde_json::json!([20, 22]),
+            "{range:?}: {report}"
+        );
+    }
+}

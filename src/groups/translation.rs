@@ -72,8 +72,9 @@ pub enum Untranslatable {
 }
 
 /// Translates `source_offset` through `map`. `history_truncated` says the
-/// progress topic lost its oldest records to retention, so offsets before
-/// the first mapping kept are unknown rather than gaps.
+/// history this partition needed lost its oldest records to the progress
+/// topic's retention, so offsets before the first mapping kept are unknown
+/// rather than gaps.
 pub fn translate(
     map: &OffsetMap,
     history_truncated: bool,

@@ -39,22 +39,46 @@ pub type Truncated = BTreeSet<(String, i32)>;
 /// snapshot's end.
 ///
 /// Only the history `needed` is read: for a range that does not start at
-/// the beginning, the tail that covers it (see [`super::tail`]).
+/// the beginning, the tail that covers it (see [`super::tail`]). Returns
+/// the partitions whose history needed was truncated by retention too; one
+/// with no commit left gets its position as its mapping.
 pub fn read_mappings_as_of(
     target: &Side,
-    progress_topic: &str,
+    topics: &InternalTopics,
     ends: &TargetEnds,
     needed: &Needed,
 ) -> anyhow::Result<(Mappings, Lineages, TargetEnds, Truncated)> {
     let wanted = ends.keys().cloned().collect();
     // The progress records of the snapshot's transactions are readable
     // (see [`settle`]).
-    let lanes: Vec<i32> = holding(internal_topic_ranges(target, progress_topic)?, &wanted)
+    let lanes: Vec<i32> = holding(internal_topic_ranges(target, &topics.progress)?, &wanted)
         .map(|(p, ..)| p)
         .collect();
-    settle(target, progress_topic, &lanes)?;
-    let (histories, later, truncated) =
-        read_histories(target, progress_topic, &wanted, Some(ends), needed, None)?;
+    settle(target, &topics.progress, &lanes)?;
+    let (mut histories, later, truncated) =
+        read_histories(target, &topics.progress, &wanted, Some(ends), needed, None)?;
+    // A partition idle for longer than the retention has no commit left:
+    // its position says how far its copy goes (without it, its copies
+    // would look like records nothing copied). A position past the
+    // snapshot's end was committed after it, like a later commit.
+    let expired: BTreeSet<(String, i32)> = truncated
+        .iter()
+        .filter(|key| !histories.contains_key(*key))
+        .cloned()
+        .collect();
+    if !expired.is_empty() {
+        for (key, position) in read_positions(target, &topics.position, &expired)? {
+            if position.next_target_offset <= ends[&key] {
+                let mut map = OffsetMap::default();
+                map.add(
+                    &[],
+                    position.next_source_offset,
+                    position.next_target_offset,
+                );
+                histories.insert(key, (position.lineage, map));
+            }
+        }
+    }
     let lineages = lineages(&histories);
     Ok((seal(histories), lineages, later, truncated))
 }

@@ -278,7 +278,7 @@ fn plan_mapped_jobs(
         Range::Last(n) => Needed::Last(n),
     };
     let (maps, lineages, later, history_truncated) =
-        read_mappings_as_of(target, &topics.progress, &snapshot, &needed)?;
+        read_mappings_as_of(target, &topics, &snapshot, &needed)?;
     let ids = topics_now(source, target, jobs.iter().map(|j| j.report.topic.as_str()))?;
     for (key, cut) in later {
         if let Some(marks) = target_marks.get_mut(&key) {

@@ -22,9 +22,10 @@ pub struct PlanInputs<'a> {
     pub source: Watermarks,
     pub target: Watermarks,
     pub map: &'a OffsetMap,
-    /// The history of this partition's lane no longer starts at offset 0
-    /// of the progress topic, and the commits kept do not cover the range:
-    /// old mappings were deleted by its retention.
+    /// The history of this partition needed for the range was truncated:
+    /// its lane's partition of the progress topic no longer starts at
+    /// offset 0, and the commits kept do not cover the range (old mappings
+    /// were deleted by retention).
     pub history_truncated: bool,
     /// For `--since`: the source's first offset at or after the time.
     pub since_offset: Option<i64>,
@@ -93,6 +94,12 @@ pub fn plan_mapped(i: &PlanInputs<'_>) -> Plan {
             {
                 let to = map.first_source().unwrap_or(position.unwrap_or(from));
                 unverifiable.push(format!("no offset mapping for source offsets [{from}, {to}): the progress topic's retention (--progress.retention.ms of `run`) deleted it; verify a later range with --since or --last"));
+            }
+            if let Range::Last(n) = i.range {
+                let kept = map.mapped_records();
+                if i.history_truncated && kept < n && position.is_some() {
+                    unverifiable.push(format!("{kept} of the last {n} records copied have an offset mapping left: the progress topic's retention (--progress.retention.ms of `run`) deleted what came before them; verify a shorter range with --last or --since"));
+                }
             }
             (from, target_from)
         }
@@ -245,6 +252,21 @@ mod tests {
             p.unverifiable
         );
         assert_eq!(p.target_from, 51);
+        // --last further back than the mappings kept cannot be checked.
+        let p = plan_mapped(&PlanInputs {
+            history_truncated: true,
+            ..inputs(&m, Range::Last(60))
+        });
+        assert!(
+            p.unverifiable[0].starts_with("50 of the last 60 records copied"),
+            "{:?}",
+            p.unverifiable
+        );
+        let p = plan_mapped(&PlanInputs {
+            history_truncated: true,
+            ..inputs(&m, Range::Last(50))
+        });
+        assert!(p.unverifiable.is_empty(), "{:?}", p.unverifiable);
         // Without truncation, the unmapped records are judged (as unexpected).
         let p = plan_mapped(&inputs(&m, Range::All));
         assert!(p.unverifiable.is_empty());
