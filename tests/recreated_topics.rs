@@ -11,7 +11,10 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use support::mirror::{assert_exact_copy, by_partition, remove, wait_for_copy, MirrorSetup};
-use support::{bed, unique_name, Cluster, Isolation, ReadRecord, TestRecord};
+use support::{
+    bed, free_local_address, metric_value, scrape_metrics, unique_name, Cluster, Isolation,
+    ReadRecord, TestRecord,
+};
 
 const COPY_LIMIT: Duration = Duration::from_secs(120);
 const EXIT_LIMIT: Duration = Duration::from_secs(120);
@@ -365,9 +368,17 @@ fn a_group_is_not_translated_into_a_recreated_target_topic() {
     // dir (and its cache of the old copy) of the run that made it.
     let healthy = bed.source.create_topic("recreated-target-healthy", 1);
     bed.source.produce(&healthy, &records("h", 1, 10));
+    let metrics_address = free_local_address();
     let mut mirror = setup.start(
         &format!("{topic}|{healthy}"),
-        &["--groups.sync", &group, "--groups.sync.interval.secs", "1"],
+        &[
+            "--groups.sync",
+            &group,
+            "--groups.sync.interval.secs",
+            "1",
+            "--metrics.address",
+            &metrics_address,
+        ],
     );
     let not_translated = format!("{topic}-0 has no translation: {refusal}");
     mirror.wait_for_output(0, &[&not_translated], COPY_LIMIT);
@@ -378,6 +389,13 @@ fn a_group_is_not_translated_into_a_recreated_target_topic() {
         BTreeMap::new(),
         "group sync moved the group into the recreated target topic"
     );
+    // Never synced: an alert on the translation's age fires.
+    let age = metric_value(
+        &scrape_metrics(&metrics_address),
+        "eosmirror_group_translation_age_seconds",
+        &[("group", &group)],
+    );
+    assert_eq!(age, Some(f64::INFINITY));
     mirror.stop(EXIT_LIMIT);
     assert_eq!(
         bed.target.read_all(&topic, Isolation::ReadCommitted).len(),

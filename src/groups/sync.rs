@@ -261,9 +261,11 @@ impl GroupSync {
         }
         for (group, r) in &rereads {
             crate::metrics::group_rereads(group, *r);
-            if !last_applied.contains_key(group) {
-                crate::metrics::group_translation_age(group, f64::INFINITY);
-            }
+        }
+        // A group never synced (its translation refused from the first
+        // round, say) has an age too, or an alert on the age never fires.
+        for group in observed.iter().filter(|g| !last_applied.contains_key(*g)) {
+            crate::metrics::group_translation_age(group, f64::INFINITY);
         }
         let synced = rereads.len();
         send(
