@@ -41,7 +41,8 @@ pub type Truncated = BTreeSet<(String, i32)>;
 /// Only the history `needed` is read: for a range that does not start at
 /// the beginning, the tail that covers it (see [`super::tail`]). Returns
 /// the partitions whose history needed was truncated by retention too; one
-/// with no commit left gets its position as its mapping.
+/// with no commit left gets its position as its mapping, if the position's
+/// copies end within the snapshot.
 pub fn read_mappings_as_of(
     target: &Side,
     topics: &InternalTopics,
@@ -59,8 +60,8 @@ pub fn read_mappings_as_of(
         read_histories(target, &topics.progress, &wanted, Some(ends), needed, None)?;
     // A partition idle for longer than the retention has no commit left:
     // its position says how far its copy goes (without it, its copies
-    // would look like records nothing copied). A position past the
-    // snapshot's end was committed after it, like a later commit.
+    // would look like records nothing copied), if its copies end within
+    // the snapshot; one past its end was committed after the snapshot.
     let expired: BTreeSet<(String, i32)> = truncated
         .iter()
         .filter(|key| !histories.contains_key(*key))
@@ -68,15 +69,17 @@ pub fn read_mappings_as_of(
         .collect();
     if !expired.is_empty() {
         for (key, position) in read_positions(target, &topics.position, &expired)? {
+            let mut map = OffsetMap::default();
             if position.next_target_offset <= ends[&key] {
-                let mut map = OffsetMap::default();
                 map.add(
                     &[],
                     position.next_source_offset,
                     position.next_target_offset,
                 );
-                histories.insert(key, (position.lineage, map));
             }
+            // Past the end, the lineage alone: still checked against the
+            // topics now.
+            histories.insert(key, (position.lineage, map));
         }
     }
     let lineages = lineages(&histories);

@@ -117,11 +117,6 @@ impl OffsetMap {
         self.by_source.first().map(|r| r.source_start)
     }
 
-    /// Source records mapped (the first copy of each).
-    pub fn mapped_records(&self) -> u64 {
-        self.by_source.iter().map(|run| run.len).sum()
-    }
-
     /// First mapped source offset.
     pub fn first_source(&self) -> Option<i64> {
         self.by_source.first().map(|r| r.source_start)

@@ -52,6 +52,19 @@ pub fn plan_mapped(i: &PlanInputs<'_>) -> Plan {
         format!("no offset mapping for target offsets [{from}, {to}): the progress topic's retention (--progress.retention.ms of `run`) deleted it; verify a later range with --since or --last")
     };
 
+    if i.history_truncated && position.is_none() && i.target.high > i.target.low {
+        // Copies whose extent no mapping kept says (a position committed
+        // after the snapshot): nothing can be judged, on either side.
+        return Plan {
+            source_from: i.source.low,
+            source_to: i.source.low,
+            target_from: i.target.high,
+            target_to: i.target.high,
+            unverifiable: vec![no_history(i.target.low, i.target.high)],
+            unreplicated_from: None,
+        };
+    }
+
     // Where the checked stretch starts, on both sides.
     let (mut source_from, mut target_from) = match i.range {
         Range::All => match map.first_target_at_or_after(i.target.low) {
@@ -64,14 +77,17 @@ pub fn plan_mapped(i: &PlanInputs<'_>) -> Plan {
                 }
             }
             None => {
-                let end = map
+                // No copy at or past the target's start is mapped. With the
+                // history truncated, what lies below the tail has no mapping
+                // left: it is not read, so it is never judged unexpected.
+                let unmapped_to = map
                     .replicated_target_end
                     .unwrap_or(i.target.low)
                     .max(i.target.low);
-                if i.history_truncated && i.target.high > i.target.low {
-                    unverifiable.push(no_history(i.target.low, i.target.high));
+                if i.history_truncated && unmapped_to > i.target.low {
+                    unverifiable.push(no_history(i.target.low, unmapped_to));
                 }
-                (position.unwrap_or(i.source.low), end)
+                (position.unwrap_or(i.source.low), unmapped_to)
             }
         },
         Range::Since(_) | Range::Last(_) => {
@@ -92,24 +108,31 @@ pub fn plan_mapped(i: &PlanInputs<'_>) -> Plan {
                 && map.first_source().is_none_or(|first| first > from)
                 && position.is_some_and(|p| p > from)
             {
+                // Not read: with no mapping, its records would look missing.
                 let to = map.first_source().unwrap_or(position.unwrap_or(from));
                 unverifiable.push(format!("no offset mapping for source offsets [{from}, {to}): the progress topic's retention (--progress.retention.ms of `run`) deleted it; verify a later range with --since or --last"));
+                (to, target_from)
+            } else {
+                (from, target_from)
             }
-            if let Range::Last(n) = i.range {
-                let kept = map.mapped_records();
-                if i.history_truncated && kept < n && position.is_some() {
-                    unverifiable.push(format!("{kept} of the last {n} records copied have an offset mapping left: the progress topic's retention (--progress.retention.ms of `run`) deleted what came before them; verify a shorter range with --last or --since"));
-                }
-            }
-            (from, target_from)
         }
     };
 
     if source_from < i.source.low {
-        unverifiable.push(format!(
-            "source offsets [{source_from}, {}) were deleted from the source (retention or DeleteRecords) after they were copied, so their copies cannot be compared; verify what the source still has with --since or --last",
-            i.source.low
-        ));
+        let copied_to = position
+            .map_or(source_from, |p| p.min(i.source.low))
+            .max(source_from);
+        if copied_to > source_from {
+            unverifiable.push(format!(
+                "source offsets [{source_from}, {copied_to}) were deleted from the source (retention or DeleteRecords) after they were copied, so their copies cannot be compared; verify what the source still has with --since or --last"
+            ));
+        }
+        if copied_to < i.source.low {
+            unverifiable.push(format!(
+                "source offsets [{copied_to}, {}) were deleted from the source (retention or DeleteRecords) before they were copied: the copy cannot hold them",
+                i.source.low
+            ));
+        }
         source_from = i.source.low;
         target_from = match map.first_at_or_after(source_from) {
             Some((_, t)) => t.max(target_from),
@@ -252,25 +275,95 @@ mod tests {
             p.unverifiable
         );
         assert_eq!(p.target_from, 51);
-        // --last further back than the mappings kept cannot be checked.
-        let p = plan_mapped(&PlanInputs {
-            history_truncated: true,
-            ..inputs(&m, Range::Last(60))
-        });
-        assert!(
-            p.unverifiable[0].starts_with("50 of the last 60 records copied"),
-            "{:?}",
-            p.unverifiable
-        );
-        let p = plan_mapped(&PlanInputs {
-            history_truncated: true,
-            ..inputs(&m, Range::Last(50))
-        });
-        assert!(p.unverifiable.is_empty(), "{:?}", p.unverifiable);
         // Without truncation, the unmapped records are judged (as unexpected).
         let p = plan_mapped(&inputs(&m, Range::All));
         assert!(p.unverifiable.is_empty());
         assert_eq!((p.source_from, p.target_from), (50, 0));
+    }
+
+    #[test]
+    fn expired_history_is_never_read_as_records_nothing_copied() {
+        // Partly expired: --since before the first mapping kept starts
+        // reading at it (before, [30, 50) was read and judged missing).
+        let mut m = OffsetMap::default();
+        m.add(
+            &[OffsetRun {
+                source_start: 50,
+                target_start: 51,
+                len: 50,
+            }],
+            100,
+            101,
+        );
+        m.seal();
+        let p = plan_mapped(&PlanInputs {
+            history_truncated: true,
+            since_offset: Some(30),
+            ..inputs(&m, Range::Since(7))
+        });
+        assert!(
+            p.unverifiable[0].contains("source offsets [30, 50)"),
+            "{:?}",
+            p.unverifiable
+        );
+        assert_eq!((p.source_from, p.target_from), (50, 51));
+
+        // All expired, the position kept: 100 copied to 0..102.
+        let mut idle = OffsetMap::default();
+        idle.add(&[], 100, 102);
+        idle.seal();
+        let truncated = |range| PlanInputs {
+            history_truncated: true,
+            source: Watermarks { low: 0, high: 110 },
+            ..inputs(&idle, range)
+        };
+        let p = plan_mapped(&truncated(Range::All));
+        assert_eq!(p.unverifiable.len(), 1, "{:?}", p.unverifiable);
+        assert!(p.unverifiable[0].contains("target offsets [0, 102)"));
+        assert_eq!(
+            (
+                p.source_from,
+                p.source_to,
+                p.target_from,
+                p.unreplicated_from
+            ),
+            (100, 100, 102, Some(100))
+        );
+        let p = plan_mapped(&PlanInputs {
+            since_offset: Some(40),
+            ..truncated(Range::Since(7))
+        });
+        assert!(p.unverifiable[0].contains("source offsets [40, 100)"));
+        assert_eq!((p.source_from, p.source_to), (100, 100));
+
+        // All expired and no position within the snapshot: nothing read.
+        let empty = OffsetMap::default();
+        let p = plan_mapped(&PlanInputs {
+            history_truncated: true,
+            ..inputs(&empty, Range::All)
+        });
+        assert!(p.unverifiable[0].contains("target offsets [0, 102)"));
+        assert_eq!(
+            (p.source_to - p.source_from, p.target_to - p.target_from),
+            (0, 0)
+        );
+        assert_eq!(p.unreplicated_from, None);
+    }
+
+    #[test]
+    fn records_deleted_before_they_were_copied_are_named_so() {
+        // Copied up to 100; the source deleted up to 120.
+        let m = copied();
+        let p = plan_mapped(&PlanInputs {
+            source: Watermarks {
+                low: 120,
+                high: 130,
+            },
+            ..inputs(&m, Range::All)
+        });
+        assert_eq!(p.unverifiable.len(), 2, "{:?}", p.unverifiable);
+        assert!(p.unverifiable[0].contains("[0, 100) were deleted from the source (retention or DeleteRecords) after they were copied"));
+        assert!(p.unverifiable[1].contains("[100, 120) were deleted from the source (retention or DeleteRecords) before they were copied"));
     }
 
     #[test]
