@@ -289,8 +289,9 @@ fn plan_mapped_jobs(
     let source_ends = source_committed_ends(source, jobs)?;
     for job in jobs.iter_mut().filter(|j| j.report.unverifiable.is_empty()) {
         let r = &mut job.report;
+        let key = (r.topic.clone(), r.partition);
         // A copy of a topic deleted since is no copy of this one.
-        if let Some(lineage) = lineages.get(&(r.topic.clone(), r.partition)) {
+        if let Some(lineage) = lineages.get(&key) {
             let now = ids.get(&r.topic).copied().unwrap_or_default();
             if let Err(recreated) = check_topics(&r.topic, lineage, now) {
                 r.unverifiable.push(recreated.to_string());
@@ -298,21 +299,20 @@ fn plan_mapped_jobs(
             }
         }
         let source_marks = source_ends[&SourcePartition::new(&r.topic, r.partition)];
-        let map = maps
-            .get(&(r.topic.clone(), r.partition))
-            .cloned()
-            .unwrap_or_default();
-        let since_offset = since_offsets
-            .get(&(r.topic.clone(), r.partition))
-            .copied()
-            .flatten();
+        let map = maps.get(&key).cloned().unwrap_or_default();
+        let since_offset = since_offsets.get(&key).copied().flatten();
+        let truncated = history_truncated.contains(&key);
         let plan = plan_mapped(&PlanInputs {
             range,
             source: source_marks,
             target: target_marks[&(r.target_topic.clone(), r.partition)],
             map: &map,
-            history_truncated: history_truncated.contains(&(r.topic.clone(), r.partition)),
+            history_truncated: truncated,
             since_offset,
+            // A lineage with no commit: only a position past the snapshot.
+            copied_after_snapshot: truncated
+                && lineages.contains_key(&key)
+                && map.replicated_position.is_none(),
         });
         r.source_range = (plan.source_from, plan.source_to);
         r.target_range = (plan.target_from, plan.target_to);

@@ -29,6 +29,10 @@ pub struct PlanInputs<'a> {
     pub history_truncated: bool,
     /// For `--since`: the source's first offset at or after the time.
     pub since_offset: Option<i64>,
+    /// The history is truncated and its only commit known (the position)
+    /// was made after the snapshot: what the snapshot holds of the copy
+    /// has no mapping left, and how far it goes is not known.
+    pub copied_after_snapshot: bool,
 }
 
 /// The offsets to read and what cannot be checked.
@@ -52,9 +56,9 @@ pub fn plan_mapped(i: &PlanInputs<'_>) -> Plan {
         format!("no offset mapping for target offsets [{from}, {to}): the progress topic's retention (--progress.retention.ms of `run`) deleted it; verify a later range with --since or --last")
     };
 
-    if i.history_truncated && position.is_none() && i.target.high > i.target.low {
-        // Copies whose extent no mapping kept says (a position committed
-        // after the snapshot): nothing can be judged, on either side.
+    if i.copied_after_snapshot && i.target.high > i.target.low {
+        // Copies whose extent no mapping kept says: nothing can be judged,
+        // on either side.
         return Plan {
             source_from: i.source.low,
             source_to: i.source.low,
@@ -198,6 +202,7 @@ mod tests {
             map,
             history_truncated: false,
             since_offset: None,
+            copied_after_snapshot: false,
         }
     }
 
@@ -336,10 +341,11 @@ mod tests {
         assert!(p.unverifiable[0].contains("source offsets [40, 100)"));
         assert_eq!((p.source_from, p.source_to), (100, 100));
 
-        // All expired and no position within the snapshot: nothing read.
+        // All expired and the position past the snapshot: nothing read.
         let empty = OffsetMap::default();
         let p = plan_mapped(&PlanInputs {
             history_truncated: true,
+            copied_after_snapshot: true,
             ..inputs(&empty, Range::All)
         });
         assert!(p.unverifiable[0].contains("target offsets [0, 102)"));
@@ -348,6 +354,14 @@ mod tests {
             (0, 0)
         );
         assert_eq!(p.unreplicated_from, None);
+        // Never copied, in a truncated lane: what the target holds is read
+        // (and judged), and the source's records are not yet replicated.
+        let p = plan_mapped(&PlanInputs {
+            history_truncated: true,
+            ..inputs(&empty, Range::All)
+        });
+        assert!(p.unverifiable.is_empty(), "{:?}", p.unverifiable);
+        assert_eq!((p.target_from, p.unreplicated_from), (0, Some(0)));
     }
 
     #[test]
