@@ -10,7 +10,9 @@ use std::fs;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use support::mirror::{assert_exact_copy, by_partition, remove, wait_for_copy, MirrorSetup};
+use support::mirror::{
+    assert_exact_copy, by_partition, remove, wait_for_copy, Mirror, MirrorSetup,
+};
 use support::{
     bed, free_local_address, metric_value, scrape_metrics, unique_name, Cluster, Isolation,
     ReadRecord, TestRecord,
@@ -48,6 +50,39 @@ fn copied_topic(setup: &MirrorSetup, prefix: &str) -> String {
 fn recreate(cluster: &Cluster, topic: &str) {
     cluster.delete_topic(topic);
     cluster.create_topic_with(topic, 2, &[]);
+}
+
+/// Starts a run of `topic` with group sync of `group`, kept going by a
+/// healthy topic while `topic`'s partitions are stopped, and waits until
+/// two rounds have refused the group with `refusal` (the first round that
+/// logged it has flushed its records by the second); the target group
+/// must not have moved. Returns the running mirror and its metrics address.
+fn sync_refusing(setup: &MirrorSetup, topic: &str, group: &str, refusal: &str) -> (Mirror, String) {
+    let bed = bed();
+    let healthy = bed.source.create_topic("recreated-healthy", 1);
+    bed.source.produce(&healthy, &records("h", 1, 10));
+    let metrics_address = free_local_address();
+    let mut mirror = setup.start(
+        &format!("{topic}|{healthy}"),
+        &[
+            "--groups.sync",
+            group,
+            "--groups.sync.interval.secs",
+            "1",
+            "--metrics.address",
+            &metrics_address,
+        ],
+    );
+    let not_translated = format!("{topic}-0 has no translation: {refusal}");
+    mirror.wait_for_output(0, &[&not_translated], COPY_LIMIT);
+    let since = mirror.output().len();
+    mirror.wait_for_output(since, &[&not_translated], COPY_LIMIT);
+    assert_eq!(
+        bed.target.group_offsets(group, topic, 2),
+        BTreeMap::new(),
+        "group sync moved {group} although it refused it"
+    );
+    (mirror, metrics_address)
 }
 
 #[test]
@@ -298,22 +333,7 @@ fn a_group_on_a_recreated_source_topic_is_not_translated_through_the_old_copy() 
 
     // A healthy topic keeps the run (and its group sync) going while the
     // recreated topic's partitions are stopped.
-    let healthy = bed.source.create_topic("recreated-groups-healthy", 1);
-    bed.source.produce(&healthy, &records("h", 1, 10));
-    let mut mirror = setup.start(
-        &format!("{topic}|{healthy}"),
-        &["--groups.sync", &group, "--groups.sync.interval.secs", "1"],
-    );
-    let not_translated = format!("{topic}-0 has no translation: {refusal}");
-    mirror.wait_for_output(0, &[&not_translated], COPY_LIMIT);
-    // One more round: the one that logged it has flushed its records.
-    let since = mirror.output().len();
-    mirror.wait_for_output(since, &[&not_translated], COPY_LIMIT);
-    assert_eq!(
-        bed.target.group_offsets(&group, &topic, 2),
-        BTreeMap::new(),
-        "group sync moved the group into the old copy"
-    );
+    let (mut mirror, _) = sync_refusing(&setup, &topic, &group, refusal);
     mirror.stop(EXIT_LIMIT);
 
     let (code, stdout, stderr) = setup.failover(&group);
@@ -366,29 +386,7 @@ fn a_group_is_not_translated_into_a_recreated_target_topic() {
 
     // Group sync, in a run kept going by a healthy topic, with the state
     // dir (and its cache of the old copy) of the run that made it.
-    let healthy = bed.source.create_topic("recreated-target-healthy", 1);
-    bed.source.produce(&healthy, &records("h", 1, 10));
-    let metrics_address = free_local_address();
-    let mut mirror = setup.start(
-        &format!("{topic}|{healthy}"),
-        &[
-            "--groups.sync",
-            &group,
-            "--groups.sync.interval.secs",
-            "1",
-            "--metrics.address",
-            &metrics_address,
-        ],
-    );
-    let not_translated = format!("{topic}-0 has no translation: {refusal}");
-    mirror.wait_for_output(0, &[&not_translated], COPY_LIMIT);
-    let since = mirror.output().len();
-    mirror.wait_for_output(since, &[&not_translated], COPY_LIMIT);
-    assert_eq!(
-        bed.target.group_offsets(&group, &topic, 2),
-        BTreeMap::new(),
-        "group sync moved the group into the recreated target topic"
-    );
+    let (mut mirror, metrics_address) = sync_refusing(&setup, &topic, &group, refusal);
     // Never synced: an alert on the translation's age fires.
     let age = metric_value(
         &scrape_metrics(&metrics_address),

@@ -257,8 +257,9 @@ mod tests {
         assert!(p.unverifiable.is_empty());
     }
 
-    #[test]
-    fn expired_mapping_history_is_named() {
+    /// Source 50..100 copied to target 51..101, the mappings of 0..50
+    /// deleted by retention.
+    fn second_half_kept() -> OffsetMap {
         let mut m = OffsetMap::default();
         m.add(
             &[OffsetRun {
@@ -270,6 +271,12 @@ mod tests {
             101,
         );
         m.seal();
+        m
+    }
+
+    #[test]
+    fn expired_mapping_history_is_named() {
+        let m = second_half_kept();
         let p = plan_mapped(&PlanInputs {
             history_truncated: true,
             ..inputs(&m, Range::All)
@@ -290,17 +297,7 @@ mod tests {
     fn expired_history_is_never_read_as_records_nothing_copied() {
         // Partly expired: --since before the first mapping kept starts
         // reading at it (before, [30, 50) was read and judged missing).
-        let mut m = OffsetMap::default();
-        m.add(
-            &[OffsetRun {
-                source_start: 50,
-                target_start: 51,
-                len: 50,
-            }],
-            100,
-            101,
-        );
-        m.seal();
+        let m = second_half_kept();
         let p = plan_mapped(&PlanInputs {
             history_truncated: true,
             since_offset: Some(30),
