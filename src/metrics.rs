@@ -207,6 +207,15 @@ pub fn group_translation_age(group: &str, age_seconds: f64) {
         .set(age_seconds);
 }
 
+/// `group` is no longer synced (gone from the source, or no longer
+/// matched): its series read NaN, which no alert threshold matches. The
+/// exporter cannot remove a series, and its last value (an infinite age,
+/// say) would keep an alert firing for a group that no longer exists.
+pub fn group_removed(group: &str) {
+    gauge!("eosmirror_group_translation_age_seconds", "group" => group.to_string()).set(f64::NAN);
+    gauge!("eosmirror_group_rereads", "group" => group.to_string()).set(f64::NAN);
+}
+
 /// Which of a lane's Kafka clients a librdkafka statistics report is from.
 #[derive(Debug, Clone, Copy)]
 pub struct KafkaClient {

@@ -394,6 +394,17 @@ fn a_group_is_not_translated_into_a_recreated_target_topic() {
         &[("group", &group)],
     );
     assert_eq!(age, Some(f64::INFINITY));
+    // Deleted on the source, the group is no longer synced: its age stops
+    // firing the alert.
+    bed.source.delete_group(&group);
+    let since = mirror.output().len();
+    mirror.wait_for_output(since, &["its record is removed"], COPY_LIMIT);
+    let age = metric_value(
+        &scrape_metrics(&metrics_address),
+        "eosmirror_group_translation_age_seconds",
+        &[("group", &group)],
+    );
+    assert!(age.is_some_and(f64::is_nan), "{age:?}");
     mirror.stop(EXIT_LIMIT);
     assert_eq!(
         bed.target.read_all(&topic, Isolation::ReadCommitted).len(),

@@ -197,6 +197,7 @@ impl GroupSync {
         for group in gone(recorded.groups.keys(), &observed, &unread, &partitions) {
             send_tombstone(&producer, &self.groups_topic, group)?;
             last_applied.remove(group);
+            crate::metrics::group_removed(group);
             tracing::info!(%group, "group sync: the group has no offsets of the replicated topics on the source any more (deleted, expired, or no longer matched by --groups.sync); its record is removed, so failover leaves it out");
         }
         let (translated, rereads) = self.translate_rest(cached, &source_ids);
