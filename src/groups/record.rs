@@ -78,7 +78,7 @@ impl GroupsTopicRecord {
             other => Err(DecodeError::UnknownVersion {
                 record: "groups",
                 found: other,
-                understood: "versions 4 and 3",
+                understood: &[GROUPS_FORMAT_VERSION, WITHOUT_TOPIC_IDS],
             }),
         }
     }

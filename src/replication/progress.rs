@@ -112,18 +112,30 @@ pub struct ProgressRecord {
 /// A progress or position record could not be decoded.
 #[derive(Debug, thiserror::Error)]
 pub enum DecodeError {
-    #[error("{record} record has format version {found}; this eosmirror understands {understood} only (a newer eosmirror wrote it: upgrade; an older one: its internal topics have another layout, so replicate under a new --source.alias)")]
+    #[error("{record} record has format version {found}; this eosmirror understands {} only (a newer eosmirror wrote it: upgrade; an older one: its internal topics have another layout, so replicate under a new --source.alias)", in_words(.understood))]
     UnknownVersion {
         /// Which internal topic's record (`progress`, `groups`).
         record: &'static str,
         found: u8,
-        /// The versions this build reads, in words.
-        understood: &'static str,
+        /// The versions this build reads, newest first.
+        understood: &'static [u8],
     },
     #[error("record is empty")]
     Empty,
     #[error("record is malformed: {0}")]
     Malformed(String),
+}
+
+/// "version 3", "versions 4 and 3".
+fn in_words(versions: &[u8]) -> String {
+    match versions {
+        [only] => format!("version {only}"),
+        [newer @ .., oldest] => {
+            let newer: Vec<String> = newer.iter().map(u8::to_string).collect();
+            format!("versions {} and {oldest}", newer.join(", "))
+        }
+        [] => "no version".to_string(),
+    }
 }
 
 impl ProgressRecord {
@@ -171,7 +183,7 @@ pub(crate) fn decode_versioned<T: for<'de> Deserialize<'de>>(
         return Err(DecodeError::UnknownVersion {
             record: "progress",
             found: version,
-            understood: "version 3",
+            understood: &[FORMAT_VERSION],
         });
     }
     decode_body(body)
