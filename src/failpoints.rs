@@ -82,6 +82,22 @@ pub const LANE_SOURCE_SILENT: &str = "lane::source-silent";
 /// the read has to go on.
 pub const READ_CONNECTION_LOST: &str = "read::connection-lost";
 
+/// A fault: `cutover` watches the source's producers 10 s longer between
+/// its two samples of the high watermarks, so that a test can begin a
+/// source transaction between them, where it is hard to hit.
+pub const CUTOVER_SLOW_LOOK: &str = "cutover::slow-look";
+
+/// A fault: discovery creates the target topics it found missing 10 s
+/// after it read the target's metadata, so that a test can create one
+/// meanwhile, as another instance started at the same time would.
+pub const TOPICS_SLOW_CREATE: &str = "topics::slow-create";
+
+/// A fault: the source's group listing holds no group, as a broker answers
+/// for the groups of an offsets partition it cannot lead (offline, or its
+/// leadership moving): no error, the groups left out. Group sync must not
+/// take them for deleted.
+pub const GROUPS_LISTING_EMPTY: &str = "groups::listing-empty";
+
 /// Dies here (SIGABRT) if the `FAILPOINTS` environment variable arms the
 /// point named `$name` with `return` for this hit. Without the `failpoints`
 /// feature it only type-checks the name, so every build checks every point.

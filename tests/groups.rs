@@ -14,7 +14,7 @@ use eosmirror::wire::{InternalTopics, ProgressRecord};
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::message::Message;
 use rdkafka::{Offset, TopicPartitionList};
-use support::mirror::{assert_exact_copy, wait_for_copy, Mirror, MirrorSetup};
+use support::mirror::{assert_exact_copy, tail, wait_for_copy, Mirror, MirrorSetup};
 use support::{
     bed, copy_offset, unique_name, Cluster, Isolation, OpenTransaction, ReadRecord, TestRecord,
     TxnOutcome,
@@ -964,6 +964,73 @@ fn a_group_deleted_on_the_source_is_left_out_of_failover() {
     );
 }
 
+/// A source broker lists no group of an offsets partition it cannot lead
+/// (offline, or its leadership moving), and reports no error. Group sync
+/// asks every recorded group for its offsets, listed or not, so a group the
+/// listings leave out (fault point `groups::listing-empty`) keeps its
+/// record while its offsets answer, and failover still moves it.
+#[test]
+#[cfg_attr(
+    not(feature = "failpoints"),
+    ignore = "needs the fault points: cargo test --features eosmirror/failpoints"
+)]
+fn a_group_left_out_of_the_source_listing_keeps_its_record() {
+    let bed = bed();
+    let topic = bed.source.create_topic("groups-unlisted", 2);
+    let produced: Vec<_> = (0..40).map(|i| record(i as i32 % 2, "u", i)).collect();
+    bed.source.produce(&topic, &produced);
+    let group = unique_name("unlisted");
+    bed.source
+        .commit_group(&group, &[(&topic, 0, 5), (&topic, 1, 7)]);
+    let setup = MirrorSetup::new(&bed.source.bootstrap, &bed.target.bootstrap);
+    // Listed in the first two rounds, left out of every later one.
+    let mut mirror = setup.start_env(
+        &topic,
+        &["--groups.sync", &group, "--groups.sync.interval.secs", "1"],
+        &[("FAILPOINTS", "groups::listing-empty=2*off->return")],
+    );
+    wait_for_copy(
+        &bed.source,
+        &bed.target,
+        &topic,
+        Duration::from_secs(120),
+        &mut mirror,
+    );
+    // Two rounds without the group in the listing: the first is over.
+    for _ in 0..2 {
+        let since = mirror.output().len();
+        mirror.wait_for_output(
+            since,
+            &["fault point groups::listing-empty"],
+            Duration::from_secs(60),
+        );
+    }
+    let output = mirror.output();
+    assert!(
+        !output.contains(&format!("failover leaves it out group={group}")),
+        "a group left out of a listing lost its record:\n{}",
+        tail(&output, 30)
+    );
+
+    let (code, stdout, stderr) = setup.failover(&group);
+    assert_eq!(code, Some(0), "{stdout}\n{stderr}");
+    let report: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(report["groups"][0]["group"], group.as_str(), "{report}");
+    let source = bed.source.read_all(&topic, Isolation::ReadCommitted);
+    let target = bed.target.read_all(&topic, Isolation::ReadCommitted);
+    let want: BTreeMap<i32, i64> = [(0, 5), (1, 7)]
+        .into_iter()
+        .map(|(p, o)| (p, copy_offset(&source, &target, p, o)))
+        .collect();
+    assert_eq!(bed.target.group_offsets(&group, &topic, 2), want);
+    assert_eq!(
+        mirror.stop(Duration::from_secs(30)),
+        0,
+        "{}",
+        mirror.output()
+    );
+}
+
 #[test]
 fn cutover_completes_on_a_stopped_stream_and_times_out_when_replication_stalls() {
     let bed = bed();
@@ -1123,6 +1190,7 @@ fn cutover_waits_for_a_source_transaction_left_open_and_names_its_partition() {
             "--timeout.ms",
             "120000",
         ],
+        &[],
         |line| {
             if line.contains("waiting for source transactions that were open when cutover started")
             {
@@ -1150,6 +1218,81 @@ fn cutover_waits_for_a_source_transaction_left_open_and_names_its_partition() {
             "partition {p}"
         );
     }
+    assert_eq!(
+        mirror.stop(Duration::from_secs(30)),
+        0,
+        "{}",
+        mirror.output()
+    );
+}
+
+/// A source transaction begun while cutover looks at the producers (between
+/// its two samples of the high watermarks) holds records the copy lacks
+/// just as one open before it started: cutover waits for it, and reports
+/// it when it stays open, instead of moving the groups.
+#[test]
+fn cutover_waits_for_a_source_transaction_begun_while_it_looks_at_the_producers() {
+    let bed = bed();
+    let topic = bed.source.create_topic("groups-cutover-txn-in-look", 2);
+    let group = unique_name("cutover-txn-in-look");
+    let setup = MirrorSetup::new(&bed.source.bootstrap, &bed.target.bootstrap);
+    let mut mirror = setup.start(&topic, &[]);
+    let committed: Vec<_> = (0..20).map(|i| record(i as i32 % 2, "o", i)).collect();
+    bed.source.produce(&topic, &committed);
+    wait_for_copy(
+        &bed.source,
+        &bed.target,
+        &topic,
+        Duration::from_secs(120),
+        &mut mirror,
+    );
+    bed.source
+        .commit_group(&group, &[(&topic, 0, 3), (&topic, 1, 4)]);
+
+    let held: Vec<_> = (0..5).map(|i| record(1, "open", i)).collect();
+    let mut open = None;
+    let (code, stdout, stderr) = setup.command_watching(
+        "cutover",
+        &[
+            "--include",
+            &topic,
+            "--groups",
+            &group,
+            "--timeout.ms",
+            "5000",
+        ],
+        &[("FAILPOINTS", "cutover::slow-look=return")],
+        |line| {
+            if line.contains("fault point cutover::slow-look") && open.is_none() {
+                open = Some(bed.source.open_transaction(&topic, &held));
+            }
+        },
+    );
+    let open = open
+        .unwrap_or_else(|| panic!("cutover never reached its fault point:\n{stdout}\n{stderr}"));
+    assert_ne!(code, 0, "{stdout}\n{stderr}");
+    assert!(stdout.contains("cutover: NOT COMPLETE"), "{stdout}");
+    let problem = stdout
+        .lines()
+        .find(|l| l.starts_with("problem: source transactions that were open"))
+        .unwrap_or_else(|| panic!("no open-transaction problem reported:\n{stdout}"));
+    assert!(
+        problem.contains(&format!("{topic}-1 (offsets [10, 15))")),
+        "{problem}"
+    );
+    assert!(
+        bed.target.group_offsets(&group, &topic, 2).is_empty(),
+        "groups moved by an incomplete cutover:\n{stdout}"
+    );
+
+    open.commit();
+    wait_for_copy(
+        &bed.source,
+        &bed.target,
+        &topic,
+        Duration::from_secs(120),
+        &mut mirror,
+    );
     assert_eq!(
         mirror.stop(Duration::from_secs(30)),
         0,

@@ -280,7 +280,14 @@ impl GroupAdmin {
                 vec![("*".to_string(), Ok(names))]
             },
         );
-        outcome.remove("*").unwrap_or(Ok(Vec::new()))
+        // `run` answers every item; never read a missing answer as "no groups".
+        outcome.remove("*").unwrap_or_else(|| {
+            Err(self.error(
+                "*",
+                Operation::List,
+                KafkaError::AdminOp(RDKafkaErrorCode::Fail),
+            ))
+        })
     }
 
     /// Committed offsets of each group for `partitions`; partitions without

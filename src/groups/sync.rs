@@ -134,12 +134,19 @@ impl GroupSync {
             .create()?;
         let observed_at_ms = crate::clock::unix_millis();
         let started = Instant::now();
+        // The recorded groups are asked for their offsets too, listed or
+        // not: a listing leaves out the groups of an offsets partition
+        // without a leader, and only a group's own answer (no offsets) may
+        // remove its record, which failover needs.
         let names: Vec<String> = self
             .source
             .groups()
             .list_groups()?
             .into_iter()
+            .chain(recorded.groups.keys().cloned())
             .filter(|g| self.groups.matches(g))
+            .collect::<BTreeSet<String>>()
+            .into_iter()
             .collect();
         // Every group's requests are in flight at once on one admin client
         // per cluster: a round costs a few round trips, not a few per group.

@@ -1,10 +1,10 @@
 //! Cutover: the orderly migration runbook, run by `eosmirror cutover`.
 //!
-//! 1. Report whether producers still write to the source, and sample each
-//!    source partition's high watermark.
+//! 1. Report whether producers still write to the source: sample each
+//!    source partition's high watermark twice, 2 s apart.
 //! 2. Wait (bounded by [`CutoverOptions::timeout`]) until every source transaction open
-//!    at that sample has ended (the last stable offset reached the sampled
-//!    high watermark) and the replicated position of every partition
+//!    at the second sample has ended (the last stable offset reached the
+//!    sampled high watermark) and the replicated position of every partition
 //!    reaches the source's end of committed data. An open transaction keeps
 //!    the end of committed data still while it lasts; its commit would add
 //!    records the copy lacks, so a cutover that did not wait for it would
@@ -23,6 +23,7 @@ use anyhow::bail;
 use serde::Serialize;
 
 use crate::clusters::{connect_both, Endpoints};
+use crate::failpoints::{self, fault_armed};
 use crate::groups::apply::apply;
 use crate::groups::translate::{
     replicated_partitions, source_topic_ids, translate_groups, GroupOffsets, GroupTranslation,
@@ -85,7 +86,8 @@ pub struct PartitionCatchUp {
     pub lag: i64,
     /// Source offsets `[from, to)` still held by a transaction that was
     /// open when cutover started: from the last stable offset to the high
-    /// watermark sampled then. `None` once every such transaction ended.
+    /// watermark of the second sample. `None` once every such transaction
+    /// ended.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub open_transaction: Option<(i64, i64)>,
     /// Why the position on the target is not this topic's: it was recorded
@@ -169,8 +171,8 @@ impl CutoverReport {
 }
 
 /// Source ends of committed data and replicated positions, per partition,
-/// and which transactions open at `sampled` (high watermarks taken when
-/// cutover started) still hold their partition.
+/// and which transactions open at `sampled` (the high watermarks of
+/// cutover's second sample) still hold their partition.
 fn catch_up(
     source: &Side,
     target: &Side,
@@ -300,15 +302,25 @@ pub fn cutover(options: &CutoverOptions) -> anyhow::Result<CutoverReport> {
     let target_side = target.side(16 * 1024, Duration::from_secs(120));
     let before = high_watermarks(&source_side, &partitions)?;
     std::thread::sleep(Duration::from_secs(2));
+    if fault_armed(failpoints::CUTOVER_SLOW_LOOK) {
+        tracing::warn!(
+            "fault point {}: the source is watched 10 s longer",
+            failpoints::CUTOVER_SLOW_LOOK
+        );
+        std::thread::sleep(Duration::from_secs(10));
+    }
     let after = high_watermarks(&source_side, &partitions)?;
     let moving = written_between(&source_side, &before, &after)?;
 
     // 2. Wait for those transactions to end and the copy to reach the
-    // source's end.
+    // source's end. Every transaction open at the second sample counts,
+    // one begun between the samples too: the end of committed data stays
+    // below its records, so the copy looks caught up while they wait, and
+    // `still` below looks only for records written after the second sample.
     let deadline = Instant::now() + options.timeout;
     let mut announced = Vec::new();
     let (caught_up, state) = loop {
-        let state = catch_up(&source_side, &target_side, alias, &partitions, &before)?;
+        let state = catch_up(&source_side, &target_side, alias, &partitions, &after)?;
         if state.iter().all(PartitionCatchUp::settled) {
             break (state.iter().all(|p| p.recreated.is_none()), state);
         }

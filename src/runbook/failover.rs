@@ -132,6 +132,49 @@ pub fn failover(options: &FailoverOptions) -> anyhow::Result<FailoverReport> {
         );
     }
 
+    // The recovery point first: once a group has moved, a failed read
+    // would leave the operator with an error and no report of the moves.
+    let wanted = ends
+        .partitions
+        .iter()
+        .map(|(t, p, _, _)| (t.clone(), *p))
+        .collect();
+    // Only each partition's replicated position: its newest commit.
+    let (maps, lineages, _) =
+        read_mappings_with_positions(&side, &topics, &wanted, &Needed::Last(0))?;
+    let observed_ids: BTreeMap<&str, TopicId> = ends
+        .source_topic_ids
+        .iter()
+        .map(|(topic, id)| (topic.as_str(), *id))
+        .collect();
+    let rpo: Vec<PartitionRpo> = ends
+        .partitions
+        .iter()
+        .map(|(topic, partition, source_end, observed_position)| {
+            let key = (topic.clone(), *partition);
+            // A position of the topic before it was recreated on the source
+            // says nothing of the new topic's records.
+            let same_topic = lineages.get(&key).is_some_and(|l| {
+                observed_ids
+                    .get(topic.as_str())
+                    .is_none_or(|id| *id == l.source_topic_id)
+            });
+            let position = maps
+                .get(&key)
+                .filter(|_| same_topic)
+                .and_then(|m| m.replicated_position)
+                .unwrap_or(*observed_position)
+                .max(*observed_position);
+            PartitionRpo {
+                topic: topic.clone(),
+                partition: *partition,
+                source_end: *source_end,
+                replicated_position: position,
+                unreplicated_offsets: (source_end - position).max(0),
+            }
+        })
+        .collect();
+
     let mut translated = Vec::new();
     for (ids, offsets) in &batches_by_topic_ids(&groups) {
         translated.extend(translate_groups(&target, alias, offsets, ids)?);
@@ -170,46 +213,6 @@ pub fn failover(options: &FailoverOptions) -> anyhow::Result<FailoverReport> {
         }
     }
 
-    let wanted = ends
-        .partitions
-        .iter()
-        .map(|(t, p, _, _)| (t.clone(), *p))
-        .collect();
-    // Only each partition's replicated position: its newest commit.
-    let (maps, lineages, _) =
-        read_mappings_with_positions(&side, &topics, &wanted, &Needed::Last(0))?;
-    let observed_ids: BTreeMap<&str, TopicId> = ends
-        .source_topic_ids
-        .iter()
-        .map(|(topic, id)| (topic.as_str(), *id))
-        .collect();
-    let rpo = ends
-        .partitions
-        .iter()
-        .map(|(topic, partition, source_end, observed_position)| {
-            let key = (topic.clone(), *partition);
-            // A position of the topic before it was recreated on the source
-            // says nothing of the new topic's records.
-            let same_topic = lineages.get(&key).is_some_and(|l| {
-                observed_ids
-                    .get(topic.as_str())
-                    .is_none_or(|id| *id == l.source_topic_id)
-            });
-            let position = maps
-                .get(&key)
-                .filter(|_| same_topic)
-                .and_then(|m| m.replicated_position)
-                .unwrap_or(*observed_position)
-                .max(*observed_position);
-            PartitionRpo {
-                topic: topic.clone(),
-                partition: *partition,
-                source_end: *source_end,
-                replicated_position: position,
-                unreplicated_offsets: (source_end - position).max(0),
-            }
-        })
-        .collect();
     Ok(FailoverReport {
         problems,
         groups: translations,

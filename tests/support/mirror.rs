@@ -159,10 +159,12 @@ impl MirrorSetup {
         &self,
         command: &str,
         args: &[&str],
+        env: &[(&str, &str)],
         mut on_log: impl FnMut(&str),
     ) -> (i32, String, String) {
         let mut child = self
             .command_line(command, args)
+            .envs(env.iter().copied())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
