@@ -211,6 +211,54 @@ fn a_different_lane_count_is_refused_with_the_count_to_use() {
     setup.copy_and_check(&topic, &["--lanes", "2"], &[&topic]);
 }
 
+/// Two instances of one deployment started at the same time with different
+/// `--lanes`: the one whose internal topics another instance created first,
+/// with another partition count, is refused before it copies anything
+/// (they would write the same source partitions under two transactional
+/// ids). Here the test creates them while the instance waits at a fault
+/// point between reading the target's metadata and creating its topics.
+#[test]
+#[cfg_attr(
+    not(feature = "failpoints"),
+    ignore = "needs the fault points: cargo test --features eosmirror/failpoints"
+)]
+fn a_lane_count_raced_in_by_another_instance_is_refused_before_copying() {
+    let bed = bed();
+    let topic = bed.source.create_topic("lanes-raced", 4);
+    bed.source.produce(&topic, &spread("a", 400, 4));
+    let setup = MirrorSetup::new(&bed.source.bootstrap, &bed.target.bootstrap);
+    let position = format!("__eosmirror.position.{}", setup.alias);
+    let progress = format!("__eosmirror.progress.{}", setup.alias);
+    let mut mirror = setup.start_args_env(
+        &[
+            "--include",
+            &topic,
+            "--lanes",
+            "4",
+            "--commit.interval.ms",
+            "100",
+            // Only the first refresh may see the topics, as in the race.
+            "--refresh.interval.ms",
+            "600000",
+        ],
+        &[("FAILPOINTS", "topics::slow-create=1*return")],
+    );
+    mirror.wait_for_output(0, &["fault point topics::slow-create"], PATIENCE);
+    bed.target
+        .create_topic_with(&position, 2, &[("cleanup.policy", "compact")]);
+    bed.target.create_topic_with(&progress, 2, &[]);
+
+    let code = mirror.wait_exit(Duration::from_secs(60));
+    let output = mirror.output();
+    assert_ne!(code, 0, "{}", tail(&output, 30));
+    assert!(
+        output.contains("Run with --lanes 2"),
+        "the refusal does not name the lane count to use:\n{}",
+        tail(&output, 30)
+    );
+    assert_eq!(committed(&topic), 0, "the refused run copied records");
+}
+
 /// Positions written in another on-target format (an older eosmirror under
 /// the same alias) stop the run with the format named, instead of being
 /// read again and again.

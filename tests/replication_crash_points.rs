@@ -462,6 +462,43 @@ fn a_lane_stuck_in_a_call_ends_the_run() {
     restart_with_more_data(&case);
 }
 
+/// A lane that panics (here at its third flushed batch, the fail crate's
+/// `panic` action) ends the run at once, exit code 1 and the lane named,
+/// instead of leaving the lane owned by an instance that no longer copies
+/// it until the health watchdog notices; its open transaction is never
+/// committed, and a restart copies exactly.
+#[test]
+#[cfg_attr(
+    not(feature = "failpoints"),
+    ignore = "needs the crash points: cargo test --features eosmirror/failpoints"
+)]
+fn a_panicking_lane_ends_the_run() {
+    let case = Case::new("panicking-lane", &bed().target.bootstrap);
+    write_block(&case.topic, "a", 600);
+    let armed = format!(
+        "{}=2*off->1*panic(injected lane panic)",
+        failpoints::LANE_AFTER_FLUSH
+    );
+    let mut mirror = case.setup.start_args_env(
+        &case.args(&["--health.stall.ms", "600000"]),
+        &[("FAILPOINTS", &armed)],
+    );
+    let code = mirror.wait_exit(CRASH_WITHIN);
+    let output = mirror.output();
+    assert_eq!(
+        code,
+        1,
+        "exit code of a run whose lane panicked; output tail:\n{}",
+        tail(&output, 30)
+    );
+    let error = error_line(&output)
+        .unwrap_or_else(|| panic!("no error line; output tail:\n{}", tail(&output, 30)));
+    for needle in ["lane-", "panicked: injected lane panic", "restart"] {
+        assert!(error.contains(needle), "{needle:?} missing from: {error}");
+    }
+    restart_with_more_data(&case);
+}
+
 /// An instance killed mid-copy (SIGKILL, transactions open); the next one
 /// fences it and dies on its second lane's way from `init_transactions` to
 /// reading the positions; a third one copies on.

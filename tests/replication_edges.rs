@@ -41,6 +41,18 @@ fn records(tag: &str, partition: i32, count: usize) -> Vec<TestRecord> {
         .collect()
 }
 
+/// `len` pseudo-random bytes (xorshift): no compression codec shrinks them.
+fn incompressible(len: usize) -> Vec<u8> {
+    std::iter::successors(Some(0x9E37_79B9_7F4A_7C15u64), |x| {
+        let x = x ^ (x << 13);
+        let x = x ^ (x >> 7);
+        Some(x ^ (x << 17))
+    })
+    .map(|x| (x >> 56) as u8)
+    .take(len)
+    .collect()
+}
+
 /// Whether `copy` carries what `original` does, judged as
 /// `support::mirror::copy_differences` judges it.
 fn same_record(original: &ReadRecord, copy: &ReadRecord) -> bool {
@@ -337,6 +349,181 @@ fn source_truncation_while_running_is_a_named_gap() {
     );
 }
 
+/// A record the target refuses for good (here larger than the target
+/// topic's `max.message.bytes`, 1 MB by default; librdkafka sends a record
+/// larger than its batch size in a batch of its own) stops its partition,
+/// named with the source offset and the broker's reason, and nothing of the
+/// partition from it on is copied; the lane's other partition is copied on.
+/// librdkafka makes the transaction abortable and fails the records it had
+/// queued with it, so the refusal must be told apart from those, not
+/// retried for ever.
+#[test]
+fn a_record_the_target_refuses_stops_its_partition_only() {
+    let bed = bed();
+    let topic = unique_name("edges-refused");
+    bed.source
+        .create_topic_with(&topic, 2, &[("max.message.bytes", "2000000")]);
+    bed.source.produce(&topic, &records("before", 0, 100));
+    let big = TestRecord {
+        partition: 0,
+        key: Some(b"big".to_vec()),
+        // Incompressible, so that no codec brings it under the limit.
+        value: Some(incompressible(1_500_000)),
+        headers: vec![],
+        timestamp: None,
+    };
+    bed.source
+        .produce_with(&topic, &[big], &[("message.max.bytes", "2000000")]);
+    bed.source.produce(&topic, &records("after", 0, 100));
+    bed.source.produce(&topic, &records("other", 1, 300));
+    // Created before eosmirror would carry the source's limit.
+    bed.target.create_topic_with(&topic, 2, &[]);
+
+    let setup = MirrorSetup::new(&bed.source.bootstrap, &bed.target.bootstrap);
+    let metrics_address = support::free_local_address();
+    let mut mirror = setup.start(
+        &topic,
+        &["--lanes", "1", "--metrics.address", &metrics_address],
+    );
+    mirror.wait_until(
+        COPY_LIMIT,
+        Duration::from_millis(200),
+        || reports_only_partition_0_stopped(&metrics_address, &topic),
+        |output| {
+            format!(
+                "partition 0 was never reported stopped:\n{}",
+                tail(output, 40)
+            )
+        },
+    );
+    wait_for_partition(&bed.source, &bed.target, &topic, 1, &mut mirror);
+    let code = mirror.stop(EXIT_LIMIT);
+    let output = mirror.output();
+    assert_ne!(
+        code, 0,
+        "a run with a stopped partition exited 0:\n{output}"
+    );
+    let refusal = format!("{topic}-0: the target rejected the copy of source offset 100");
+    assert!(
+        output.contains(&refusal),
+        "the error must name the partition and the offset ({refusal:?}):\n{}",
+        tail(&output, 40)
+    );
+    assert_copied_before(&bed.source, &bed.target, &topic, 100);
+}
+
+/// Waits until the target's `partition` holds exactly the source's.
+fn wait_for_partition(
+    source: &Cluster,
+    target: &Cluster,
+    topic: &str,
+    partition: i32,
+    mirror: &mut Mirror,
+) {
+    let want = partition_records(source, topic, partition);
+    mirror.wait_until(
+        COPY_LIMIT,
+        Duration::from_millis(500),
+        || (partition_records(target, topic, partition).len() == want.len()).then_some(()),
+        |output| {
+            format!(
+                "{topic}-{partition} was not copied whole:\n{}",
+                tail(output, 40)
+            )
+        },
+    );
+    assert_same_records(
+        &format!("target partition {partition}"),
+        &want,
+        &partition_records(target, topic, partition),
+    );
+}
+
+/// The target's partition 0 holds a prefix of the source's first `stop`
+/// records: nothing at or past the record that stopped it.
+fn assert_copied_before(source: &Cluster, target: &Cluster, topic: &str, stop: usize) {
+    let source_p0 = partition_records(source, topic, 0);
+    let copied = partition_records(target, topic, 0);
+    assert!(copied.len() <= stop, "{} copied", copied.len());
+    assert_same_records("target partition 0", &source_p0[..copied.len()], &copied);
+}
+
+/// A record whose value is larger than a lane's producer queue (a quarter
+/// of `--max.memory.bytes` split over the lanes) can never be queued:
+/// librdkafka answers "queue full" however long the lane waits. It stops
+/// its partition, named with the memory bound to use, instead of holding
+/// the lane's other partitions for ever; with that bound the copy is exact.
+#[test]
+fn a_record_larger_than_the_producer_queue_stops_its_partition_with_the_fix() {
+    let bed = bed();
+    let topic = unique_name("edges-too-large");
+    bed.source
+        .create_topic_with(&topic, 2, &[("max.message.bytes", "5000000")]);
+    bed.source.produce(&topic, &records("before", 0, 10));
+    let big = TestRecord {
+        partition: 0,
+        key: Some(b"big".to_vec()),
+        value: Some(incompressible(3_000_000)),
+        headers: vec![],
+        timestamp: None,
+    };
+    bed.source
+        .produce_with(&topic, &[big], &[("message.max.bytes", "5000000")]);
+    bed.source.produce(&topic, &records("other", 1, 100));
+
+    let setup = MirrorSetup::new(&bed.source.bootstrap, &bed.target.bootstrap);
+    let metrics_address = support::free_local_address();
+    // One lane, 2 MiB of producer queue.
+    let mut mirror = setup.start(
+        &topic,
+        &[
+            "--lanes",
+            "1",
+            "--max.memory.bytes",
+            "8MiB",
+            "--metrics.address",
+            &metrics_address,
+        ],
+    );
+    mirror.wait_until(
+        COPY_LIMIT,
+        Duration::from_millis(200),
+        || reports_only_partition_0_stopped(&metrics_address, &topic),
+        |output| {
+            format!(
+                "partition 0 was never reported stopped:\n{}",
+                tail(output, 40)
+            )
+        },
+    );
+    wait_for_partition(&bed.source, &bed.target, &topic, 1, &mut mirror);
+    let code = mirror.stop(EXIT_LIMIT);
+    let output = mirror.output();
+    assert_ne!(
+        code, 0,
+        "a run with a stopped partition exited 0:\n{output}"
+    );
+    assert_copied_before(&bed.source, &bed.target, &topic, 10);
+    let named = format!(
+        "{topic}-0: the record at source offset 10 has a value of 3000000 bytes, more than a lane's producer queue holds (2097152 bytes"
+    );
+    assert!(
+        output.contains(&named),
+        "{named:?} missing:\n{}",
+        tail(&output, 40)
+    );
+    assert!(
+        output.contains("--max.memory.bytes of at least 12MiB"),
+        "{}",
+        tail(&output, 40)
+    );
+
+    let mut mirror = setup.start(&topic, &["--lanes", "1", "--max.memory.bytes", "12MiB"]);
+    wait_for_copy(&bed.source, &bed.target, &topic, COPY_LIMIT, &mut mirror);
+    assert_eq!(mirror.stop(EXIT_LIMIT), 0, "{}", mirror.output());
+    assert_exact_copy(&bed.source, &bed.target, &topic);
+}
+
 /// With a pattern `--include`, topics created while eosmirror runs and
 /// partitions added to a replicated source topic are picked up at the next
 /// refresh: copied exactly, target topics created or grown to match.
@@ -544,16 +731,7 @@ fn topic_settings_are_carried_to_the_created_target_topic() {
         partition: 1,
         key: Some(b"big".to_vec()),
         // Incompressible, so that no codec brings it under 1 MB.
-        value: Some(
-            std::iter::successors(Some(0x9E37_79B9_7F4A_7C15u64), |x| {
-                let x = x ^ (x << 13);
-                let x = x ^ (x >> 7);
-                Some(x ^ (x << 17))
-            })
-            .map(|x| (x >> 56) as u8)
-            .take(1_500_000)
-            .collect(),
-        ),
+        value: Some(incompressible(1_500_000)),
         headers: vec![],
         timestamp: None,
     };

@@ -2,6 +2,8 @@
 //! to which offsets and what the operator can do; none is ever skipped
 //! silently.
 
+use std::any::Any;
+
 use eosmirror_state::SourcePartition;
 
 use super::layout::Lane;
@@ -41,6 +43,14 @@ pub enum WorkerError {
         source_offset: i64,
         reason: String,
     },
+    #[error("{source_partition}: the record at source offset {source_offset} has a value of {value_bytes} bytes, more than a lane's producer queue holds ({queue_bytes} bytes: a quarter of --max.memory.bytes split over --lanes {lanes}), so it can never be sent. Restart with --max.memory.bytes of at least {}MiB; the record was not skipped", (value_bytes * 4 * *lanes as usize).div_ceil(1 << 20))]
+    RecordTooLarge {
+        source_partition: SourcePartition,
+        source_offset: i64,
+        value_bytes: usize,
+        queue_bytes: usize,
+        lanes: u32,
+    },
     #[error("{source_partition}: the target topic does not keep source order (copy of offset {source_offset} landed before an earlier record's copy); another producer writes to the target partition. Stop it: exactly-once needs eosmirror to be the only writer")]
     OrderViolated {
         source_partition: SourcePartition,
@@ -66,6 +76,22 @@ pub enum WorkerError {
 }
 
 impl WorkerError {
+    /// A lane's panic as the error that ends the run: nothing of the lane's
+    /// open transaction is committed, and the next start fences it.
+    pub fn panicked(lane: Lane, panic: &(dyn Any + Send)) -> Self {
+        let message = panic
+            .downcast_ref::<&str>()
+            .map(|m| m.to_string())
+            .or_else(|| panic.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "no message".to_string());
+        WorkerError::LaneFatal {
+            lane,
+            message: format!(
+                "panicked: {message}. Its open transaction is not committed; a restart resumes from the positions committed on the target"
+            ),
+        }
+    }
+
     /// The partition this error stops, when it is a fault of that partition
     /// alone (the lane copies the others on); `None` when it stops the lane
     /// or the run (a takeover, another source cluster, a broken client).
@@ -84,6 +110,9 @@ impl WorkerError {
                 source_partition, ..
             }
             | WorkerError::TargetRejected {
+                source_partition, ..
+            }
+            | WorkerError::RecordTooLarge {
                 source_partition, ..
             }
             | WorkerError::OrderViolated {
@@ -106,6 +135,43 @@ mod tests {
     /// The gap error tells the operator how to accept the loss; the flag it
     /// names, with the value it suggests, must be one `eosmirror run`
     /// accepts.
+    #[test]
+    fn a_panic_names_its_lane_and_message() {
+        let lane = Lane(3);
+        for payload in [
+            Box::new("index out of bounds") as Box<dyn Any + Send>,
+            Box::new("index out of bounds".to_string()),
+        ] {
+            let message = WorkerError::panicked(lane, payload.as_ref()).to_string();
+            assert!(
+                message.starts_with(&format!("{lane}: panicked: index out of bounds.")),
+                "{message}"
+            );
+        }
+        let message = WorkerError::panicked(lane, &42).to_string();
+        assert!(message.contains("panicked: no message"), "{message}");
+    }
+
+    #[test]
+    fn a_record_too_large_for_the_queue_names_the_memory_to_use() {
+        let message = WorkerError::RecordTooLarge {
+            source_partition: SourcePartition::new("t", 0),
+            source_offset: 7,
+            value_bytes: 3 << 20,
+            queue_bytes: 2 << 20,
+            lanes: 2,
+        }
+        .to_string();
+        assert!(
+            message.starts_with("t-0: the record at source offset 7 has a value of 3145728 bytes"),
+            "{message}"
+        );
+        assert!(
+            message.contains("--max.memory.bytes of at least 24MiB"),
+            "{message}"
+        );
+    }
+
     #[test]
     fn source_gap_hint_names_a_flag_run_accepts() {
         let message = WorkerError::SourceGap {

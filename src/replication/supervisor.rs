@@ -7,6 +7,7 @@
 //! run on the blocking pool; lanes run on threads of their own.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
+use std::panic::AssertUnwindSafe;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -31,7 +32,9 @@ use crate::shutdown::Shutdown;
 use crate::topics::clients::DiscoveryClients;
 use crate::topics::filter::TopicFilter;
 use crate::topics::internal::Finding;
-use crate::topics::target::{prepare_target, select, TargetTopicOptions, TopicError};
+use crate::topics::target::{
+    decide, prepare_target, select, SourceTopic, TargetTopicOptions, TopicError,
+};
 
 /// More new partitions than this in one refresh (a start at thousands of
 /// partitions) are logged as one line, each partition at debug level.
@@ -151,7 +154,14 @@ pub async fn run(
     while !shutdown.requested() {
         if tokio::time::Instant::now() >= next_refresh {
             next_refresh = tokio::time::Instant::now() + settings.refresh_interval;
-            match refresh(&settings, &workers, &clients).await {
+            // A refresh can take minutes (metadata and admin calls against a
+            // cluster that does not answer, thousands of new partitions);
+            // shutdown does not wait for it while the lanes copy on.
+            let refreshed = tokio::select! {
+                refreshed = refresh(&settings, &workers, &clients) => refreshed,
+                _ = shutdown.wait() => break,
+            };
+            match refreshed {
                 Ok((partitions, warnings)) => {
                     for warning in warnings {
                         if !warned.contains(&warning) {
@@ -260,7 +270,13 @@ pub async fn run(
                 std::thread::Builder::new()
                     .name(format!("eosmirror {lane}"))
                     .spawn(move || {
-                        let result = worker.run();
+                        // A panic ends the run like a fatal error (a restart
+                        // fences the lane and resumes from the target),
+                        // instead of leaving the lane owned and dead.
+                        let result = std::panic::catch_unwind(AssertUnwindSafe(|| worker.run()))
+                            .unwrap_or_else(|panic| {
+                                Err(WorkerError::panicked(lane, panic.as_ref()))
+                            });
                         lanes.ended(lane);
                         let _ = done.send((lane, result));
                     })
@@ -444,6 +460,16 @@ async fn refresh(
         &settings.target_topics,
     )
     .await?;
+    if !prepared.created_meanwhile.is_empty() {
+        decide_again(
+            settings,
+            workers,
+            clients,
+            &topics,
+            prepared.created_meanwhile,
+        )
+        .await?;
+    }
     if !prepared.new_partitions.is_empty() {
         let reader = workers.target_reader.clone();
         let new_partitions = prepared.new_partitions;
@@ -456,6 +482,47 @@ async fn refresh(
         .flat_map(|t| (0..t.partitions).map(move |p| SourcePartition::new(&t.name, p)))
         .collect();
     Ok((partitions, prepared.warnings))
+}
+
+/// Decides again, on fresh metadata, after another instance created topics
+/// this refresh was about to create: one started at the same time with
+/// another `--lanes` made the internal topics, and its refusal has to come
+/// before any lane copies.
+async fn decide_again(
+    settings: &SupervisorSettings,
+    workers: &WorkerSettings,
+    clients: &Arc<DiscoveryClients>,
+    topics: &[SourceTopic],
+    created_meanwhile: Vec<String>,
+) -> Result<(), RunError> {
+    let timeout = settings.metadata_timeout;
+    let asked = Arc::clone(clients);
+    let now = tokio::task::spawn_blocking(move || {
+        // The broker answering may list the topics a moment after the
+        // controller refused to create them again; past the bound, the
+        // next refresh decides on them.
+        let deadline = Instant::now() + timeout;
+        loop {
+            let now = asked.target.metadata(timeout)?;
+            let listed = created_meanwhile.iter().all(|t| now.topics.contains_key(t));
+            if listed || Instant::now() >= deadline {
+                return Ok::<_, TopicError>(now);
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    })
+    .await
+    .expect("metadata task panicked")?;
+    let decision = decide(
+        topics,
+        &now,
+        &workers.internal_topics,
+        &settings.target_topics,
+    );
+    match decision.refusals().into_iter().next() {
+        Some(refusal) => Err(refusal.into()),
+        None => Ok(()),
+    }
 }
 
 /// Waits (bounded) until the target answers for the partitions this refresh

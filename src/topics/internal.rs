@@ -36,6 +36,7 @@ use rdkafka::config::ClientConfig;
 pub(crate) const CHECKED_SETTINGS: &[&str] = &[
     "cleanup.policy",
     "retention.ms",
+    "retention.bytes",
     "unclean.leader.election.enable",
     "min.insync.replicas",
 ];
@@ -148,6 +149,11 @@ pub enum Issue {
         found_ms: i64,
         needed_ms: u128,
     },
+    /// A warning only: a size limit deletes the history before its time
+    /// (translation then refuses, by name, what it no longer holds).
+    RetentionBytes {
+        found_bytes: i64,
+    },
     /// The groups topic is written and read at partition 0 only.
     GroupsPartitions {
         found: i32,
@@ -176,7 +182,10 @@ pub struct Finding {
 impl Finding {
     /// Whether the run must stop (otherwise it is a warning).
     pub fn refuses(&self) -> bool {
-        !matches!(self.issue, Issue::SingleReplica { .. })
+        !matches!(
+            self.issue,
+            Issue::SingleReplica { .. } | Issue::RetentionBytes { .. }
+        )
     }
 
     /// `kafka-configs.sh ... --add-config key=value` for this topic.
@@ -208,6 +217,11 @@ impl fmt::Display for Finding {
                 f,
                 "{topic} has retention.ms={found_ms}, shorter than --progress.retention.ms={needed_ms}: the offset-translation history would be deleted sooner than configured, and groups lagging further behind could not be translated exactly. Fix: {}, or run with --progress.retention.ms {found_ms} to accept the shorter history",
                 self.set(&format!("retention.ms={needed_ms}"))
+            ),
+            Issue::RetentionBytes { found_bytes } => write!(
+                f,
+                "{topic} has retention.bytes={found_bytes}: once a partition holds more, its oldest offset-translation history is deleted, whatever --progress.retention.ms says, and groups lagging behind it cannot be translated exactly (translate, cutover and failover then refuse them by name). Fix: {}",
+                self.set("retention.bytes=-1")
             ),
             Issue::GroupsPartitions { found } => write!(
                 f,
@@ -265,6 +279,12 @@ pub fn check(topic: &ObservedTopic<'_>, needs: &Needs<'_>) -> Vec<Finding> {
                     found_ms,
                     needed_ms,
                 });
+            }
+        }
+        // Negative (-1) means no size limit.
+        if let Some(found_bytes) = setting("retention.bytes").and_then(|v| v.parse::<i64>().ok()) {
+            if found_bytes >= 0 {
+                issues.push(Issue::RetentionBytes { found_bytes });
             }
         }
     }
@@ -326,6 +346,7 @@ pub(super) mod tests {
         settings(&[
             ("cleanup.policy", kind.cleanup_policy()),
             ("retention.ms", "604800000"),
+            ("retention.bytes", "-1"),
             ("unclean.leader.election.enable", "false"),
             ("min.insync.replicas", "1"),
         ])
@@ -377,6 +398,36 @@ pub(super) mod tests {
             assert_eq!(run(kind, &good(kind), partitions, 1, 1), vec![]);
             assert_eq!(run(kind, &good(kind), partitions, 3, 3), vec![]);
         }
+    }
+
+    #[test]
+    fn a_size_limit_on_the_history_is_a_warning_with_the_fix() {
+        let mut s = good(InternalKind::Progress);
+        s.insert("retention.bytes".into(), "1048576".into());
+        let finding = only(run(InternalKind::Progress, &s, 4, 1, 1));
+        assert!(!finding.refuses());
+        assert_eq!(
+            finding.issue,
+            Issue::RetentionBytes {
+                found_bytes: 1_048_576
+            }
+        );
+        let message = finding.to_string();
+        assert!(
+            message.starts_with("__eosmirror.progress.a has retention.bytes=1048576: "),
+            "{message}"
+        );
+        assert!(
+            message.ends_with(&format!(
+                "Fix: `kafka-configs.sh {TOOLS} --alter --entity-type topics --entity-name __eosmirror.progress.a --add-config retention.bytes=-1`"
+            )),
+            "{message}"
+        );
+        // The other internal topics keep one record per key: a size limit
+        // there is compaction's business.
+        let mut s = good(InternalKind::Position);
+        s.insert("retention.bytes".into(), "1048576".into());
+        assert_eq!(run(InternalKind::Position, &s, 4, 1, 1), vec![]);
     }
 
     #[test]

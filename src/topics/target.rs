@@ -25,6 +25,7 @@ use eosmirror_state::SourcePartition;
 
 use super::filter::TopicFilter;
 use super::internal::{self, Finding, InternalKind, Needs, ToolConnection};
+use crate::failpoints::{self, fault_armed};
 use crate::replication::layout::Layout;
 use crate::replication::progress::InternalTopics;
 
@@ -359,6 +360,11 @@ pub struct Prepared {
     /// partitions added): a broker answers for them only once it has loaded
     /// them, seconds later at thousands of partitions.
     pub new_partitions: Vec<SourcePartition>,
+    /// Topics another instance created between the metadata this decision
+    /// read and its CreateTopics: [`decide`] has to see them, with their
+    /// partition counts, before anything is copied (an instance started at
+    /// the same time with another `--lanes` made the internal topics).
+    pub created_meanwhile: Vec<String>,
 }
 
 /// Creates or extends target topics so that every source partition has a
@@ -425,7 +431,15 @@ pub async fn prepare_target(
         creations.push(new);
     }
     let mut new_partitions = Vec::new();
+    let mut created_meanwhile = Vec::new();
     if !creations.is_empty() {
+        if fault_armed(failpoints::TOPICS_SLOW_CREATE) {
+            tracing::warn!(
+                "fault point {}: the topics are created 10 s late",
+                failpoints::TOPICS_SLOW_CREATE
+            );
+            tokio::time::sleep(Duration::from_secs(10)).await;
+        }
         let results = target_admin
             .create_topics(creations.iter(), &admin_options)
             .await
@@ -440,8 +454,9 @@ pub async fn prepare_target(
                         .map_or(0, |c| c.num_partitions);
                     new_partitions.extend((0..count).map(|p| SourcePartition::new(&name, p)));
                 }
-                // Another instance created it meanwhile: fine.
-                Err((_, RDKafkaErrorCode::TopicAlreadyExists)) => {}
+                // Another instance created it meanwhile: checked by the
+                // caller against fresh metadata.
+                Err((name, RDKafkaErrorCode::TopicAlreadyExists)) => created_meanwhile.push(name),
                 Err((name, code)) => {
                     return Err(admin_error("create topic", &name, code.to_string()))
                 }
@@ -480,6 +495,7 @@ pub async fn prepare_target(
     Ok(Prepared {
         warnings,
         new_partitions,
+        created_meanwhile,
     })
 }
 

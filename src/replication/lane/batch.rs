@@ -111,6 +111,19 @@ impl LaneSession<'_> {
                     slot: None,
                 });
             }
+            // librdkafka counts values against its queue bound: a value
+            // above the bound is refused as "queue full" for ever.
+            let value_bytes = message.payload().map_or(0, <[u8]>::len);
+            let queue_bytes = self.worker.budget.producer_queue_kbytes * 1024;
+            if value_bytes > queue_bytes {
+                return Err(self.partition_failure(WorkerError::RecordTooLarge {
+                    source_partition: self.cursors[cursor].partition.clone(),
+                    source_offset: offset,
+                    value_bytes,
+                    queue_bytes,
+                    lanes: self.worker.settings.layout.lanes(),
+                }));
+            }
             self.latency.read(cursor, message.timestamp().to_millis());
             let headers = message.headers();
             let size = record_size(&message, headers);
