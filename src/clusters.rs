@@ -14,13 +14,19 @@ use crate::groups::kafka::GroupClient;
 use crate::read::Side;
 
 /// Keys that describe how to reach and authenticate to a cluster; the only
-/// ones given to metadata, admin and position-reading clients.
+/// ones given to metadata, admin and position-reading clients. The
+/// `enable.ssl.*` and `enable.sasl.*` switches (certificate verification
+/// off, an unsecured OAUTHBEARER token) and the OIDC token endpoint's
+/// `https.*` trust decide whether a client can connect at all.
 fn is_connection_key(key: &str) -> bool {
     key == "bootstrap.servers"
         || key == "client.id"
         || key == "security.protocol"
         || key.starts_with("sasl.")
         || key.starts_with("ssl.")
+        || key.starts_with("enable.ssl.")
+        || key.starts_with("enable.sasl.")
+        || key.starts_with("https.")
         || key.starts_with("socket.")
         || key == "broker.address.family"
         || key == "metadata.max.age.ms"
@@ -127,4 +133,33 @@ pub fn connect_both(endpoints: &Endpoints) -> anyhow::Result<(Cluster, Cluster)>
         Cluster::connect("source", &endpoints.source_config, ClientRole::Consumer)?,
         Cluster::connect("target", &endpoints.target_config, ClientRole::Producer)?,
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn connection_switches_reach_every_client() {
+        let mut full = ClientConfig::new();
+        for (key, value) in [
+            ("bootstrap.servers", "127.0.0.1:9092"),
+            ("enable.ssl.certificate.verification", "false"),
+            ("enable.sasl.oauthbearer.unsecure.jwt", "true"),
+            ("https.ca.location", "/etc/ssl/ca.pem"),
+            ("linger.ms", "5"),
+        ] {
+            full.set(key, value);
+        }
+        let connection = connection_only(&full);
+        for key in [
+            "bootstrap.servers",
+            "enable.ssl.certificate.verification",
+            "enable.sasl.oauthbearer.unsecure.jwt",
+            "https.ca.location",
+        ] {
+            assert_eq!(connection.get(key), full.get(key), "{key}");
+        }
+        assert_eq!(connection.get("linger.ms"), None);
+    }
 }

@@ -274,6 +274,37 @@ fn health_stall_limit_shorter_than_a_blocking_call_is_refused() {
     case.assert_nothing_written();
 }
 
+/// MirrorMaker's `--offset.commit.interval.ms` (its default, 60000, is
+/// eosmirror's default transaction timeout) is how long a lane's
+/// transaction collects records: one the target would abort before its
+/// commit is refused before anything runs, with the longest interval to use.
+#[test]
+fn commit_interval_the_transaction_timeout_would_cut_short_is_refused() {
+    let case = Case::new("cli-commit-interval");
+    // Not `case.run`: its test defaults set --commit.interval.ms already.
+    let mut mirror = case.setup.start_bare(
+        &case.topic,
+        &[
+            "--source.alias",
+            &case.alias,
+            "--offset.commit.interval.ms",
+            "60000",
+        ],
+    );
+    let code = mirror.wait_exit(QUICK_LIMIT);
+    let output = mirror.output();
+    assert_failed(
+        code,
+        &output,
+        &[
+            "--commit.interval.ms 60000",
+            "--transaction.timeout.ms 60000",
+            "Use at most 30000",
+        ],
+    );
+    case.assert_nothing_written();
+}
+
 /// A group pattern that is no regex: named with its option before anything
 /// runs, like a bad `--include`.
 #[test]

@@ -1,11 +1,13 @@
 //! `eosmirror run`: assembles configuration, checks both clusters, opens the
 //! local cache and hands over to the supervisor.
 
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::bail;
 use eosmirror_state::{ClusterIdentity, OpenOutcome, StateStore};
+use rdkafka::config::ClientConfig;
 
 use crate::cli::run_args::{OnSourceGap, RunArgs};
 use crate::clusters::{connection_only, load_client_config, Cluster, CONNECT_TIMEOUT};
@@ -70,6 +72,17 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
             longest_call.as_millis() + 60_000
         );
     }
+    // A lane's transaction is open while its batch collects, one commit
+    // interval; the rest of the transaction timeout is for the flush and
+    // the commit.
+    let longest_interval = args.transaction_timeout_ms / 2;
+    if args.commit_interval_ms > longest_interval {
+        bail!(
+            "--commit.interval.ms {} (MirrorMaker's --offset.commit.interval.ms is taken as it) is how long a lane's transaction collects records, and --transaction.timeout.ms {} would abort it before its commit. Use at most {longest_interval} (half the transaction timeout; the default is 200), or raise --transaction.timeout.ms (the target's transaction.max.timeout.ms caps it)",
+            args.commit_interval_ms,
+            args.transaction_timeout_ms,
+        );
+    }
     // A batch collects for one commit interval, then flushes and commits.
     let ready_window = Duration::from_millis(2 * args.commit_interval_ms) + Duration::from_secs(10);
     let filter = args.topics.filter()?;
@@ -119,6 +132,11 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     for (k, v) in TARGET_OVERRIDES {
         target.set(*k, *v);
     }
+    fit_delivery_timeout(
+        &mut target,
+        args.transaction_timeout_ms,
+        &args.connection.producer_config,
+    );
     if target.get("message.max.bytes").is_none() {
         // librdkafka's default (1 MB) is below what topics commonly allow;
         // the target broker enforces each topic's real limit.
@@ -248,4 +266,45 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     supervisor::run(supervisor_settings, workers, state, health, lanes, shutdown).await?;
     tracing::info!("stopped cleanly");
     Ok(())
+}
+
+/// Caps the lanes' delivery timeout at the transaction timeout. librdkafka
+/// refuses a transactional producer whose records may outlive their
+/// transaction, and Java files often spell out Java's default
+/// `delivery.timeout.ms=120000`, above the default transaction timeout; a
+/// record undelivered when its transaction times out is sent again in the
+/// next one, so the cap changes nothing a lane relies on.
+fn fit_delivery_timeout(target: &mut ClientConfig, transaction_timeout_ms: u64, file: &Path) {
+    for key in ["delivery.timeout.ms", "message.timeout.ms"] {
+        let Some(ms) = target.get(key).and_then(|v| v.parse::<u64>().ok()) else {
+            continue;
+        };
+        if ms > transaction_timeout_ms {
+            tracing::warn!(
+                "{key}={ms} in {} is longer than --transaction.timeout.ms {transaction_timeout_ms}; the lanes' producers use {transaction_timeout_ms} (librdkafka requires a record's timeout within its transaction's)",
+                file.display()
+            );
+            target.set(key, transaction_timeout_ms.to_string());
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_delivery_timeout_past_the_transaction_timeout_is_capped() {
+        let file = Path::new("producer.properties");
+        let mut target = ClientConfig::new();
+        target.set("delivery.timeout.ms", "120000");
+        fit_delivery_timeout(&mut target, 60_000, file);
+        assert_eq!(target.get("delivery.timeout.ms"), Some("60000"));
+
+        let mut target = ClientConfig::new();
+        target.set("message.timeout.ms", "30000");
+        fit_delivery_timeout(&mut target, 60_000, file);
+        assert_eq!(target.get("message.timeout.ms"), Some("30000"));
+        assert_eq!(target.get("delivery.timeout.ms"), None);
+    }
 }

@@ -12,6 +12,8 @@
 ///
 /// Errors describe the problem without quoting the text, which may be a private key.
 pub fn normalize(text: &str) -> Result<String, String> {
+    // The longest label in use, `ENCRYPTED PRIVATE KEY`, has 21 characters.
+    const MAX_LABEL: usize = 40;
     const BEGIN: &str = "-----BEGIN ";
     const DASHES: &str = "-----";
     let mut out = String::with_capacity(text.len() + text.len() / 64 + 64);
@@ -24,6 +26,16 @@ pub fn normalize(text: &str) -> Result<String, String> {
         let label = &after_begin[..label_len];
         if label.trim().is_empty() || label.contains(['\n', '\r']) {
             return Err("a `-----BEGIN ` marker has no label such as CERTIFICATE".into());
+        }
+        // A label runs to the next five dashes: past a damaged marker it would
+        // hold the key itself, which the errors below quote.
+        let plain_label = |c: char| c.is_ascii_alphanumeric() || c == ' ';
+        if label.len() > MAX_LABEL || !label.chars().all(plain_label) {
+            return Err(
+                "a `-----BEGIN ` marker is damaged: its label (such as CERTIFICATE) is not \
+                 followed by five dashes"
+                    .into(),
+            );
         }
         let after_label = &after_begin[label_len + DASHES.len()..];
         let end_marker = format!("-----END {label}-----");
@@ -104,5 +116,11 @@ mod tests {
         .unwrap_err();
         assert!(legacy.contains("not plain base64"), "{legacy}");
         assert!(!legacy.contains("QUJD"));
+        // Four dashes after BEGIN: the label would run into the key.
+        let damaged =
+            normalize("-----BEGIN PRIVATE KEY---- MIIEvQSECRET -----END PRIVATE KEY-----")
+                .unwrap_err();
+        assert!(damaged.contains("marker is damaged"), "{damaged}");
+        assert!(!damaged.contains("MIIEvQSECRET"), "{damaged}");
     }
 }

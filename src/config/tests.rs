@@ -159,13 +159,13 @@ fn statistics_are_eosmirrors_to_set() {
 }
 
 #[test]
-fn values_are_trimmed_like_java_except_secrets() {
+fn values_are_trimmed_like_java_passwords_too() {
     let t = ok(
-        "linger.ms = 5 \t\nsasl.password= pass word \n",
+        "linger.ms = 5 \t\nsasl.password= pass word \t\n",
         ClientRole::Producer,
     );
     assert_eq!(t.get("linger.ms"), Some("5"));
-    assert_eq!(t.get("sasl.password"), Some("pass word "));
+    assert_eq!(t.get("sasl.password"), Some("pass word"));
 }
 
 #[test]
@@ -442,10 +442,11 @@ fn keystores() {
         .reason
         .contains("ssl.keystore.location"));
     assert!(t.settings.is_empty());
-    // With an inline key it decrypts that key.
+    // With an inline key it decrypts that key; like Java, the password is
+    // trimmed.
     let t = ok(
         &format!(
-            "ssl.keystore.type=PEM\nssl.keystore.key={}\nssl.key.password=hunter2\n",
+            "ssl.keystore.type=PEM\nssl.keystore.key={}\nssl.key.password=hunter2 \t\n",
             CERT.replace('\n', " ")
         ),
         ClientRole::Producer,

@@ -147,14 +147,10 @@ struct Translator<'a> {
     handled: Vec<Handler>,
 }
 
-/// The value as the Java client sees it: Java trims values but not passwords; every
-/// secret is kept exactly as written.
+/// The value as the Java client sees it: `ConfigDef` trims every value, passwords
+/// too (a store password written with a trailing space works in Java).
 fn java_value(p: &Property) -> &str {
-    if is_secret_key(p.key()) {
-        p.value()
-    } else {
-        p.value().trim_matches(|c: char| c <= ' ')
-    }
+    p.value().trim_matches(|c: char| c <= ' ')
 }
 
 impl<'a> Translator<'a> {
@@ -293,7 +289,7 @@ impl<'a> Translator<'a> {
                 reason,
             },
         };
-        let entry = jaas::parse(p.value()).map_err(|e| problem(self, e))?;
+        let entry = jaas::parse(java_value(p)).map_err(|e| problem(self, e))?;
         let credentials = jaas::credentials(&entry, &librdkafka::builtin_features())
             .map_err(|e| problem(self, e))?;
         self.set("sasl.username", credentials.username, p)?;
@@ -381,7 +377,7 @@ impl<'a> Translator<'a> {
             return Ok(());
         };
         let store = self.read_store(location, declared)?;
-        let settings = stores::trust_store_settings(&store, password.map(Property::value))
+        let settings = stores::trust_store_settings(&store, password.map(java_value))
             .map_err(|problem| self.store_error(location, &store, problem))?;
         for (key, value) in settings {
             self.set(key, value, location)?;
@@ -411,7 +407,7 @@ impl<'a> Translator<'a> {
             if let Some(key_password) = key_password {
                 if props.get("ssl.keystore.key").is_some() {
                     // Decrypts the inline PEM key (ssl.key.pem), as in Java.
-                    let value = key_password.value().to_string();
+                    let value = java_value(key_password).to_string();
                     self.set("ssl.key.password", value, key_password)?;
                 } else {
                     self.drop(
@@ -425,8 +421,8 @@ impl<'a> Translator<'a> {
         let store = self.read_store(location, declared)?;
         let settings = stores::key_store_settings(
             &store,
-            password.map(Property::value),
-            key_password.map(Property::value),
+            password.map(java_value),
+            key_password.map(java_value),
         )
         .map_err(|problem| self.store_error(location, &store, problem))?;
         for (key, value) in settings {
@@ -442,7 +438,7 @@ impl<'a> Translator<'a> {
                 );
             }
             if let Some(key_password) = key_password {
-                let value = key_password.value().to_string();
+                let value = java_value(key_password).to_string();
                 self.set("ssl.key.password", value, key_password)?;
             }
         }
