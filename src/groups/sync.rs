@@ -14,13 +14,14 @@ use std::time::{Duration, Instant};
 
 use eosmirror_state::{SourcePartition, StateStore};
 use rdkafka::producer::{BaseRecord, DefaultProducerContext, Producer, ThreadedProducer};
+use rdkafka::types::RDKafkaErrorCode;
 
 use super::admin::GroupAdmin;
 use super::apply::plan;
 use super::record::{GroupOffsetsRecord, GroupsTopicRecord, Recorded, SourceEndsRecord};
 use super::translate::{replicated_partitions, translate_groups, GroupOffsets, SourceTopicIds};
 use super::translation::TranslatedOffset;
-use super::TopicPartition;
+use super::{GroupError, TopicPartition};
 use crate::clusters::{Cluster, CONNECT_TIMEOUT};
 use crate::error_chain::one_line;
 use crate::failpoints::{self, crash_point};
@@ -138,13 +139,12 @@ impl GroupSync {
         // not: a listing leaves out the groups of an offsets partition
         // without a leader, and only a group's own answer (no offsets) may
         // remove its record, which failover needs.
-        let names: Vec<String> = self
-            .source
-            .groups()
-            .list_groups()?
-            .into_iter()
-            .chain(recorded.groups.keys().cloned())
+        let listed: BTreeSet<String> = self.source.groups().list_groups()?.into_iter().collect();
+        let names: Vec<String> = listed
+            .iter()
+            .chain(recorded.groups.keys())
             .filter(|g| self.groups.matches(g))
+            .cloned()
             .collect::<BTreeSet<String>>()
             .into_iter()
             .collect();
@@ -172,6 +172,10 @@ impl GroupSync {
             let offsets = match offsets {
                 Ok(o) if o.is_empty() => continue,
                 Ok(o) => o,
+                // The listing leaves out groups the principal may not
+                // describe: one that is also refused its offsets is gone
+                // for eosmirror (its ACLs were revoked).
+                Err(e) if !listed.contains(&group) && is_authorization(&e) => continue,
                 Err(e) => {
                     tracing::warn!(%group, "group sync: {e}");
                     unread.insert(group);
@@ -538,6 +542,11 @@ fn gone<'a>(
     recorded
         .filter(|g| !observed.contains(*g) && !unread.contains(*g))
         .collect()
+}
+
+/// Whether the source refused eosmirror's principal the group.
+fn is_authorization(error: &GroupError) -> bool {
+    error.source.rdkafka_error_code() == Some(RDKafkaErrorCode::GroupAuthorizationFailed)
 }
 
 /// Sends a tombstone for `group`'s record (written with the round's flush).

@@ -7,6 +7,7 @@ use std::any::Any;
 use eosmirror_state::SourcePartition;
 
 use super::layout::Lane;
+use super::limits::BufferBudget;
 use crate::topics::identity::TopicId;
 
 /// Why a worker stopped for good (the process then exits non-zero).
@@ -43,7 +44,7 @@ pub enum WorkerError {
         source_offset: i64,
         reason: String,
     },
-    #[error("{source_partition}: the record at source offset {source_offset} has a value of {value_bytes} bytes, more than a lane's producer queue holds ({queue_bytes} bytes: a quarter of --max.memory.bytes split over --lanes {lanes}), so it can never be sent. Restart with --max.memory.bytes of at least {}MiB; the record was not skipped", (value_bytes * 4 * *lanes as usize).div_ceil(1 << 20))]
+    #[error("{source_partition}: the record at source offset {source_offset} has a value of {value_bytes} bytes, more than a lane's producer queue holds ({queue_bytes} bytes: a quarter of --max.memory.bytes split over --lanes {lanes}), so it can never be sent. Restart with --max.memory.bytes of at least {}MiB; the record was not skipped", BufferBudget::memory_mib_for_value(*value_bytes, *lanes as usize))]
     RecordTooLarge {
         source_partition: SourcePartition,
         source_offset: i64,

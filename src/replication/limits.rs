@@ -67,6 +67,14 @@ impl BufferBudget {
         }
     }
 
+    /// The smallest `--max.memory.bytes`, in whole MiB, whose split over
+    /// `lanes` gives each lane a producer queue that holds a value of
+    /// `value_bytes` (librdkafka counts values against the queue).
+    pub fn memory_mib_for_value(value_bytes: usize, lanes: usize) -> usize {
+        // split() rounds down to KiB per lane, then per quarter.
+        (value_bytes.div_ceil(1024) * 4 * lanes.max(1)).div_ceil(1024)
+    }
+
     /// The consumer's whole share, prefetch and one fetch (KiB). A lane's
     /// session reads its positions and checks target partitions before its
     /// source consumer fetches anything, with readers bounded by this.
@@ -158,6 +166,26 @@ mod tests {
                 + huge.producer_queue_kbytes,
             (64 << 30) / 1024
         );
+    }
+
+    #[test]
+    fn the_memory_named_for_a_large_value_fits_it() {
+        for lanes in 1..=8 {
+            for value in [
+                1,
+                1023,
+                1025,
+                1_135_957,
+                3_000_000,
+                16 << 20,
+                (16 << 20) + 1,
+            ] {
+                let mib = BufferBudget::memory_mib_for_value(value, lanes);
+                let queue = BufferBudget::split(mib << 20, lanes).producer_queue_kbytes * 1024;
+                assert!(queue >= value, "{lanes} lanes, {value} B: {mib} MiB");
+            }
+        }
+        assert_eq!(BufferBudget::memory_mib_for_value(3_000_000, 1), 12);
     }
 
     #[test]

@@ -216,6 +216,7 @@ pub async fn run(
                     e @ RunError::Topics(
                         TopicError::TooFewPartitions(_)
                         | TopicError::Layout { .. }
+                        | TopicError::LayoutRaced { .. }
                         | TopicError::InternalTopics(_)
                         | TopicError::InternalTopicsNotDescribable { .. },
                     ),
@@ -499,14 +500,18 @@ async fn decide_again(
     let asked = Arc::clone(clients);
     let now = tokio::task::spawn_blocking(move || {
         // The broker answering may list the topics a moment after the
-        // controller refused to create them again; past the bound, the
-        // next refresh decides on them.
+        // controller refused to create them again.
         let deadline = Instant::now() + timeout;
         loop {
             let now = asked.target.metadata(timeout)?;
-            let listed = created_meanwhile.iter().all(|t| now.topics.contains_key(t));
-            if listed || Instant::now() >= deadline {
-                return Ok::<_, TopicError>(now);
+            if created_meanwhile.iter().all(|t| now.topics.contains_key(t)) {
+                return Ok(now);
+            }
+            if Instant::now() >= deadline {
+                return Err(TopicError::CreatedUnlisted {
+                    topics: created_meanwhile.join(", "),
+                    waited_secs: timeout.as_secs(),
+                });
             }
             std::thread::sleep(Duration::from_millis(200));
         }
@@ -520,6 +525,16 @@ async fn decide_again(
         &settings.target_topics,
     );
     match decision.refusals().into_iter().next() {
+        Some(TopicError::Layout {
+            topic,
+            partitions,
+            lanes,
+        }) => Err(TopicError::LayoutRaced {
+            topic,
+            partitions,
+            lanes,
+        }
+        .into()),
         Some(refusal) => Err(refusal.into()),
         None => Ok(()),
     }

@@ -85,9 +85,9 @@ pub struct PartitionCatchUp {
     /// Committed source records not yet replicated (0: caught up).
     pub lag: i64,
     /// Source offsets `[from, to)` still held by a transaction that was
-    /// open when cutover started: from the last stable offset to the high
-    /// watermark of the second sample. `None` once every such transaction
-    /// ended.
+    /// open at cutover's second sample of the high watermarks: from the
+    /// last stable offset to that sample. `None` once every such
+    /// transaction ended.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub open_transaction: Option<(i64, i64)>,
     /// Why the position on the target is not this topic's: it was recorded
@@ -274,7 +274,7 @@ fn open_transactions_problem(state: &[PartitionCatchUp], timeout: Duration) -> O
     let held = held_partitions(state);
     (!held.is_empty()).then(|| {
         format!(
-            "source transactions that were open when cutover started did not end within {} ms: {}. Their records are neither committed nor aborted; a commit would add records the copy does not hold. librdkafka has no DescribeProducers or ListTransactions request, so eosmirror cannot name the transactional id: `kafka-transactions.sh --bootstrap-server <source> describe-producers --topic <topic> --partition <partition>` names the producer, and its `find-hanging` command finds transactions no producer will end. Let that producer commit or abort (or stop its application), then run cutover again",
+            "source transactions that were open when cutover looked at the producers did not end within {} ms: {}. Their records are neither committed nor aborted; a commit would add records the copy does not hold. librdkafka has no DescribeProducers or ListTransactions request, so eosmirror cannot name the transactional id: `kafka-transactions.sh --bootstrap-server <source> describe-producers --topic <topic> --partition <partition>` names the producer, and its `find-hanging` command finds transactions no producer will end. Let that producer commit or abort (or stop its application), then run cutover again",
             timeout.as_millis(),
             held.join(", ")
         )
@@ -326,7 +326,7 @@ pub fn cutover(options: &CutoverOptions) -> anyhow::Result<CutoverReport> {
         }
         let held = held_partitions(&state);
         if !held.is_empty() && held != announced {
-            tracing::info!(partitions = %held.join(", "), timeout_ms, "waiting for source transactions that were open when cutover started to end");
+            tracing::info!(partitions = %held.join(", "), timeout_ms, "waiting for source transactions that were open when cutover looked at the producers to end");
             announced = held;
         }
         if Instant::now() >= deadline {

@@ -72,6 +72,14 @@ pub enum TopicError {
         partitions: i32,
         lanes: u32,
     },
+    #[error("another eosmirror instance created the internal topic {topic} with {partitions} partition(s) while this one started with --lanes {lanes}: the deployment of this --source.alias uses --lanes {partitions} (each lane writes its own partition). Run with --lanes {partitions}; this run created target topics it lacked but copied nothing")]
+    LayoutRaced {
+        topic: String,
+        partitions: i32,
+        lanes: u32,
+    },
+    #[error("another eosmirror instance created {topics} on the target while this one started, but the target did not list them within {waited_secs} s, so their partition counts (the lane layout) are unknown; this run copied nothing. Start it again")]
+    CreatedUnlisted { topics: String, waited_secs: u64 },
     #[error("eosmirror's internal topic(s) on the target are set up to lose what eosmirror keeps there, or to refuse its writes: {}; nothing was created or changed", .0.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "))]
     InternalTopics(Vec<Finding>),
     #[error("checking the settings of eosmirror's internal topic(s) {topics} on the target: DescribeConfigs was denied ({code}). Allow it for eosmirror's target user, e.g. `kafka-acls.sh {tools} --add --allow-principal User:<user> --operation DescribeConfigs --topic __eosmirror. --resource-pattern-type prefixed`; nothing was created or changed")]
@@ -234,6 +242,8 @@ pub fn internal_specs(
                     "retention.ms",
                     options.progress_retention.as_millis().to_string(),
                 ),
+                // Not the broker's log.retention.bytes: history is kept by time.
+                ("retention.bytes", "-1".to_string()),
             ],
         },
         InternalTopicSpec {
@@ -724,6 +734,9 @@ mod tests {
         assert!(progress
             .settings
             .contains(&("retention.ms", "3600000".to_string())));
+        assert!(progress
+            .settings
+            .contains(&("retention.bytes", "-1".to_string())));
     }
 
     #[test]
