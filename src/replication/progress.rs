@@ -85,6 +85,15 @@ impl Lineage {
     }
 }
 
+/// Most offset runs one progress record holds: a batch ends once a
+/// partition's copies make this many (a source of one-record transactions
+/// makes a run of every record, since each marker leaves a gap). A run
+/// encodes in at most 19 bytes (offsets of 2^31 and more), so a record
+/// stays under half of the 1 MB `max.message.bytes` brokers default to;
+/// the internal topics are created with that default, and a larger record
+/// would be refused at every retry.
+pub const MAX_RUNS: u32 = 25_000;
+
 /// What one committed transaction replicated for one source partition.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ProgressRecord {
@@ -237,6 +246,21 @@ pub fn runs_from_deliveries(deliveries: &[(i64, i64)]) -> Option<Vec<OffsetRun>>
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_record_of_the_most_runs_fits_the_default_message_size() {
+        let far = 1_i64 << 40;
+        let mut worst = record();
+        worst.runs = (0..i64::from(MAX_RUNS))
+            .map(|i| OffsetRun {
+                source_start: far + 2 * i,
+                target_start: far + i,
+                len: 1,
+            })
+            .collect();
+        let size = worst.encode().len();
+        assert!(size < 500_000, "{size} bytes");
+    }
 
     fn record() -> ProgressRecord {
         ProgressRecord {

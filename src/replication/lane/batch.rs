@@ -29,7 +29,7 @@ use crate::replication::failure::WorkerError;
 use crate::replication::layout::Lane;
 use crate::replication::limits::BatchLimits;
 use crate::replication::lineage::{PendingTopicIds, TopicIds};
-use crate::replication::progress::{runs_from_deliveries, ProgressRecord};
+use crate::replication::progress::{runs_from_deliveries, ProgressRecord, MAX_RUNS};
 use crate::replication::transaction::TxnFailure;
 
 /// Records a batch reads from a full queue between two checks of its
@@ -136,26 +136,33 @@ impl LaneSession<'_> {
                 cursor,
                 source_offset: offset,
             });
-            match &mut self.touched[cursor] {
+            let runs = match &mut self.touched[cursor] {
                 Some(t) => {
+                    if offset > t.next_source_offset {
+                        t.runs += 1;
+                    }
                     t.next_source_offset = offset + 1;
                     t.records += 1;
                     t.bytes += size as u64;
+                    t.runs
                 }
                 none => {
                     *none = Some(Touched {
                         next_source_offset: offset + 1,
                         records: 1,
                         bytes: size as u64,
+                        runs: 1,
                     });
                     self.touched_order.push(cursor);
+                    1
                 }
-            }
+            };
             let topic = &self.cursors[cursor].partition.topic;
             self.producer
                 .send(copy_of(topic, &message, headers, slot))?;
             if self.slots.len() >= limits.max_records
                 || bytes >= limits.max_bytes
+                || runs >= MAX_RUNS
                 || self.worker.tenure.stop.load(Ordering::Relaxed)
             {
                 break;
@@ -222,6 +229,7 @@ impl LaneSession<'_> {
                         next_source_offset: read_to,
                         records: 0,
                         bytes: 0,
+                        runs: 0,
                     });
                     self.touched_order.push(cursor);
                     joined = true;

@@ -110,6 +110,9 @@ pub(super) struct Touched {
     pub(super) records: u64,
     /// Their bytes (key, value and headers).
     pub(super) bytes: u64,
+    /// Offset runs the copies make (each source gap starts one): entries
+    /// of the partition's progress record, bounded by `MAX_RUNS`.
+    pub(super) runs: u32,
 }
 
 /// Outcome of one attempt at a batch.
