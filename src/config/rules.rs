@@ -116,6 +116,8 @@ const KERBEROS_RENEW: &str = "Java Kerberos ticket renewal; librdkafka runs \
 const TOKEN_VALIDATION: &str = "Java-side OAuth token validation; librdkafka does not \
                                 validate the tokens it obtains";
 const NO_COUNTERPART: &str = "Java client setting with no librdkafka counterpart";
+const PRODUCER_QUEUE: &str =
+    "the lanes' producer queues are a quarter of --max.memory.bytes, split between the lanes; set that instead";
 const AUTO_COMMIT: &str = "eosmirror commits consumer offsets inside each producer \
                            transaction; auto-commit would mark records as replicated before \
                            their transaction commits";
@@ -138,7 +140,26 @@ static RULES: &[KeyRule] = &[
     row(
         "buffer.memory",
         PRODUCER,
-        convert("queue.buffering.max.kbytes", bytes_to_kib),
+        Action::Owned {
+            allowed: &[],
+            why: PRODUCER_QUEUE,
+        },
+    ),
+    row(
+        "queue.buffering.max.kbytes",
+        PRODUCER,
+        Action::Owned {
+            allowed: &[],
+            why: PRODUCER_QUEUE,
+        },
+    ),
+    row(
+        "transaction.timeout.ms",
+        PRODUCER,
+        Action::Owned {
+            allowed: &[],
+            why: "every lane's transactions use --transaction.timeout.ms; set that instead",
+        },
     ),
     row(
         "bootstrap.servers",
@@ -496,14 +517,6 @@ fn socket_buffer(value: &str) -> Result<Option<String>, String> {
     }
 }
 
-/// Java counts bytes, librdkafka kibibytes (rounded up, at least 1).
-fn bytes_to_kib(value: &str) -> Result<Option<String>, String> {
-    let bytes: u64 = value
-        .parse()
-        .map_err(|_| "expected a number of bytes".to_string())?;
-    Ok(Some(bytes.div_ceil(1024).max(1).to_string()))
-}
-
 /// Java: an empty value disables host name verification; librdkafka spells that `none`.
 /// Java takes the algorithm name in any case; librdkafka only `https` (RFC 2818 host
 /// name rules, the only ones Kafka clients use).
@@ -653,10 +666,6 @@ mod tests {
         assert_eq!(socket_buffer("-1"), Ok(Some("0".into())));
         assert_eq!(socket_buffer("65536"), Ok(Some("65536".into())));
         assert!(socket_buffer("-2").is_err() && socket_buffer("big").is_err());
-        assert_eq!(bytes_to_kib("33554432"), Ok(Some("32768".into())));
-        assert_eq!(bytes_to_kib("1025"), Ok(Some("2".into())));
-        assert_eq!(bytes_to_kib("0"), Ok(Some("1".into())));
-        assert!(bytes_to_kib("-5").is_err());
         assert_eq!(comma_list(" a:1 , b:2,, "), Ok(Some("a:1,b:2".into())));
         assert_eq!(comma_list(""), Ok(None));
         assert_eq!(endpoint_identification(""), Ok(Some("none".into())));

@@ -172,14 +172,21 @@ fn values_are_trimmed_like_java_passwords_too() {
 fn renamed_keys() {
     let t = ok(
         "max.request.size=2097152\nreceive.buffer.bytes=-1\nsend.buffer.bytes=131072\n\
-         buffer.memory=33554432\n",
+         buffer.memory=33554432\ntransaction.timeout.ms=900000\n",
         ClientRole::Producer,
     );
     assert_eq!(t.get("message.max.bytes"), Some("2097152"));
     assert_eq!(t.get("socket.receive.buffer.bytes"), Some("0"));
     assert_eq!(t.get("socket.send.buffer.bytes"), Some("131072"));
-    assert_eq!(t.get("queue.buffering.max.kbytes"), Some("32768"));
     assert_eq!(t.get("max.request.size"), None);
+    // eosmirror sets these for the lanes from its flags, and says so.
+    assert_eq!(t.get("queue.buffering.max.kbytes"), None);
+    assert!(dropped(&t, "buffer.memory")
+        .reason
+        .contains("--max.memory.bytes"));
+    assert!(dropped(&t, "transaction.timeout.ms")
+        .reason
+        .contains("--transaction.timeout.ms"));
 
     let t = ok("fetch.max.wait.ms=500\n", ClientRole::Consumer);
     assert_eq!(t.get("fetch.wait.max.ms"), Some("500"));
