@@ -182,7 +182,11 @@ static RULES: &[KeyRule] = &[
     row(
         "partition.assignment.strategy",
         CONSUMER,
-        convert("partition.assignment.strategy", assignors),
+        Action::Owned {
+            allowed: &[],
+            why: "each lane assigns itself its source partitions; no source consumer group \
+                  rebalances, so no assignor is used",
+        },
     ),
     row(
         "ssl.truststore.certificates",
@@ -552,51 +556,6 @@ fn cipher_suites(value: &str) -> Result<Option<String>, String> {
     Ok((!items.is_empty()).then(|| items.join(":")))
 }
 
-/// Java assignor class names → librdkafka assignor names (which are accepted too).
-const ASSIGNORS: &[(&str, &str, bool)] = &[
-    (
-        "org.apache.kafka.clients.consumer.RangeAssignor",
-        "range",
-        false,
-    ),
-    (
-        "org.apache.kafka.clients.consumer.RoundRobinAssignor",
-        "roundrobin",
-        false,
-    ),
-    (
-        "org.apache.kafka.clients.consumer.CooperativeStickyAssignor",
-        "cooperative-sticky",
-        true,
-    ),
-];
-
-fn assignors(value: &str) -> Result<Option<String>, String> {
-    let mut names = Vec::new();
-    let mut cooperative = Vec::new();
-    for item in split_list(value) {
-        let Some(&(_, name, coop)) = ASSIGNORS.iter().find(|(j, r, _)| item == *j || item == *r)
-        else {
-            return Err(format!(
-                "`{item}` has no librdkafka counterpart; librdkafka offers range, roundrobin \
-                 and cooperative-sticky (Java's RangeAssignor, RoundRobinAssignor, \
-                 CooperativeStickyAssignor)"
-            ));
-        };
-        names.push(name);
-        cooperative.push(coop);
-    }
-    if cooperative.iter().any(|&c| c) && cooperative.iter().any(|&c| !c) {
-        return Err(
-            "mixes eager (range, roundrobin) and cooperative (cooperative-sticky) \
-                    assignors, which librdkafka refuses; keep one kind (Java's default list \
-                    `RangeAssignor, CooperativeStickyAssignor` becomes `range`)"
-                .into(),
-        );
-    }
-    Ok((!names.is_empty()).then(|| names.join(",")))
-}
-
 fn pem_text(value: &str) -> Result<Option<String>, String> {
     pem::normalize(value).map(Some)
 }
@@ -685,28 +644,5 @@ mod tests {
         assert_eq!(cipher_suites(""), Ok(None));
         let err = cipher_suites("TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384").unwrap_err();
         assert!(err.contains("openssl ciphers -stdname"), "{err}");
-    }
-
-    #[test]
-    fn assignor_names() {
-        assert_eq!(
-            assignors("org.apache.kafka.clients.consumer.RoundRobinAssignor, range"),
-            Ok(Some("roundrobin,range".into()))
-        );
-        assert_eq!(
-            assignors("org.apache.kafka.clients.consumer.CooperativeStickyAssignor"),
-            Ok(Some("cooperative-sticky".into()))
-        );
-        let err = assignors(
-            "org.apache.kafka.clients.consumer.RangeAssignor,org.apache.kafka.clients.consumer.CooperativeStickyAssignor",
-        )
-        .unwrap_err();
-        assert!(err.contains("keep one kind"), "{err}");
-        let err = assignors("org.apache.kafka.clients.consumer.StickyAssignor").unwrap_err();
-        assert!(
-            err.contains("StickyAssignor` has no librdkafka counterpart"),
-            "{err}"
-        );
-        assert_eq!(assignors(""), Ok(None));
     }
 }

@@ -685,14 +685,22 @@ fn compression_levels_follow_the_codec() {
 
 #[test]
 fn assignment_strategy_and_cipher_suites() {
-    let t = ok(
-        "partition.assignment.strategy=org.apache.kafka.clients.consumer.CooperativeStickyAssignor\n",
-        ClientRole::Consumer,
-    );
-    assert_eq!(
-        t.get("partition.assignment.strategy"),
-        Some("cooperative-sticky")
-    );
+    // Java's default list (eager and cooperative mixed, which librdkafka
+    // refuses) and assignors librdkafka lacks: lanes assign themselves
+    // their partitions, so none is used, and the key is dropped.
+    for value in [
+        "org.apache.kafka.clients.consumer.RangeAssignor, org.apache.kafka.clients.consumer.CooperativeStickyAssignor",
+        "org.apache.kafka.clients.consumer.StickyAssignor",
+    ] {
+        let t = ok(
+            &format!("partition.assignment.strategy={value}\n"),
+            ClientRole::Consumer,
+        );
+        assert_eq!(t.get("partition.assignment.strategy"), None);
+        assert!(dropped(&t, "partition.assignment.strategy")
+            .reason
+            .contains("assigns itself its source partitions"));
+    }
     let e = err(
         "ssl.cipher.suites=TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384\n",
         ClientRole::Consumer,
