@@ -5,6 +5,7 @@
 mod support;
 
 use std::collections::BTreeMap;
+use std::io::{Read, Seek, SeekFrom, Write};
 use std::time::Duration;
 
 use support::mirror::{
@@ -410,6 +411,57 @@ fn a_record_the_target_refuses_stops_its_partition_only() {
         tail(&output, 40)
     );
     assert_copied_before(&bed.source, &bed.target, &topic, 100);
+}
+
+/// With `check.crcs=true` librdkafka reports a source record batch whose
+/// checksum does not match (here a byte flipped in the source broker's
+/// segment file) and goes on past it. The run stops naming the problem
+/// instead of copying the batches after it without its records.
+#[test]
+fn a_corrupt_source_batch_stops_the_run_instead_of_being_skipped() {
+    let bed = bed();
+    let Some(source_logs) = support::local_log_dir("source") else {
+        return;
+    };
+    let topic = bed.source.create_topic("edges-corrupt", 1);
+    for tag in ["a", "b", "c"] {
+        bed.source.produce(&topic, &records(tag, 0, 50));
+    }
+    assert_eq!(bed.source.watermarks(&topic, 0), (0, 150));
+    // The second batch: v2 batches start with an 8-byte base offset and a
+    // 4-byte length of the rest; its middle is inside the checksummed part.
+    let segment = source_logs.join(format!("{topic}-0/00000000000000000000.log"));
+    let mut log = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(&segment)
+        .unwrap_or_else(|e| panic!("{}: {e}", segment.display()));
+    let mut bytes = Vec::new();
+    log.read_to_end(&mut bytes).unwrap();
+    let batch_len = |at: usize| i32::from_be_bytes(bytes[at + 8..at + 12].try_into().unwrap());
+    let second = 12 + batch_len(0) as usize;
+    let middle = second + 12 + batch_len(second) as usize / 2;
+    log.seek(SeekFrom::Start(middle as u64)).unwrap();
+    log.write_all(&[!bytes[middle]]).unwrap();
+    log.sync_all().unwrap();
+
+    let setup = MirrorSetup::new(&bed.source.bootstrap, &bed.target.bootstrap);
+    std::fs::OpenOptions::new()
+        .append(true)
+        .open(&setup.consumer_config)
+        .and_then(|mut f| f.write_all(b"check.crcs=true\n"))
+        .unwrap();
+    let mut mirror = setup.start(&topic, &[]);
+    let code = mirror.wait_exit(EXIT_LIMIT);
+    let output = mirror.output();
+    assert_ne!(code, 0, "{}", tail(&output, 30));
+    assert!(
+        output.contains("could not read a record batch") && output.contains("kafka-dump-log.sh"),
+        "the stop does not name the unreadable batch:\n{}",
+        tail(&output, 30)
+    );
+    // Nothing of the third batch: at most the first one.
+    assert_copied_before(&bed.source, &bed.target, &topic, 50);
 }
 
 /// Waits until the target's `partition` holds exactly the source's.

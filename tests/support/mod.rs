@@ -44,5 +44,5 @@ pub use self::{
     produce::{OpenTransaction, TxnOutcome},
     read::Isolation,
     records::{copy_offset, ReadRecord, TestRecord},
-    secured::{secured_target, SecuredTarget},
+    secured::{local_log_dir, secured_target, SecuredTarget},
 };

@@ -46,15 +46,26 @@ impl SecuredTarget {
     }
 }
 
+/// Where `tests/kafka/cluster` keeps the local clusters, one folder each.
+fn kafka_work_dir() -> PathBuf {
+    std::env::var_os("EOSMIRROR_KAFKA_WORK")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/kafka-local"))
+}
+
+/// The log directory of the local `cluster` ("source" or "target"), or
+/// `None` when the suite runs against external clusters.
+pub fn local_log_dir(cluster: &str) -> Option<PathBuf> {
+    bed().source.proxied?;
+    Some(kafka_work_dir().join(cluster).join("data"))
+}
+
 /// The local target's secured listeners, or `None` when the suite runs against
 /// external clusters.
 pub fn secured_target() -> Option<SecuredTarget> {
     let bed = bed();
     bed.target.proxied?;
-    let work = std::env::var_os("EOSMIRROR_KAFKA_WORK")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/kafka-local"));
-    let tls_dir = work.join("target/tls");
+    let tls_dir = kafka_work_dir().join("target/tls");
     let text = std::fs::read_to_string(tls_dir.join("credentials.env")).unwrap_or_else(|e| {
         panic!(
             "{}/credentials.env: {e}; the running target predates its secured listeners: \

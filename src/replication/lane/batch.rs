@@ -561,6 +561,18 @@ fn next_record<'c>(
             detail: "source offset out of range (records deleted at the source?); re-checking the source range".into(),
             slot: None,
         }),
+        // librdkafka reports a record batch it cannot read (a checksum
+        // mismatch with check.crcs, a codec it lacks) and goes on past it:
+        // copying on would leave its records out without a trace.
+        Some(Err(KafkaError::MessageConsumption(
+            code @ (RDKafkaErrorCode::BadMessage | RDKafkaErrorCode::BadCompression),
+        ))) => Err(TxnFailure {
+            disposition: Disposition::Fatal,
+            detail: format!(
+                "the source consumer could not read a record batch of one of the lane's partitions ({code}) and would go on past it without its records; nothing from it on was copied. Inspect the source partitions' logs (kafka-dump-log.sh --deep-iteration) and repair or restore them, then restart"
+            ),
+            slot: None,
+        }),
         Some(Err(e)) => {
             // librdkafka retries by itself (reconnects, leader changes); a
             // persistent problem such as a deleted source topic is still
