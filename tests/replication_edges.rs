@@ -462,6 +462,8 @@ fn a_corrupt_source_batch_stops_the_run_instead_of_being_skipped() {
     );
     // Nothing of the third batch: at most the first one.
     assert_copied_before(&bed.source, &bed.target, &topic, 50);
+    // No other test's broker restart should meet the damaged segment.
+    bed.source.delete_topic(&topic);
 }
 
 /// Waits until the target's `partition` holds exactly the source's.
