@@ -1104,11 +1104,13 @@ fn cutover_completes_on_a_stopped_stream_and_times_out_when_replication_stalls()
     assert!(stdout.contains("NOT COMPLETE"), "{stdout}");
 }
 
-#[test]
-fn cutover_waits_for_a_source_transaction_left_open_and_names_its_partition() {
+/// A source topic of two partitions whose 20 records (one committed
+/// transaction) a running mirror copied, and a group committed at offsets 3
+/// and 4 on the source.
+fn copied_with_a_group(name: &str) -> (String, String, MirrorSetup, Mirror, Vec<TestRecord>) {
     let bed = bed();
-    let topic = bed.source.create_topic("groups-cutover-open-txn", 2);
-    let group = unique_name("cutover-open-txn");
+    let topic = bed.source.create_topic(&format!("groups-{name}"), 2);
+    let group = unique_name(name);
     let setup = MirrorSetup::new(&bed.source.bootstrap, &bed.target.bootstrap);
     let mut mirror = setup.start(&topic, &[]);
     let committed: Vec<_> = (0..20).map(|i| record(i as i32 % 2, "o", i)).collect();
@@ -1123,6 +1125,21 @@ fn cutover_waits_for_a_source_transaction_left_open_and_names_its_partition() {
     );
     bed.source
         .commit_group(&group, &[(&topic, 0, 3), (&topic, 1, 4)]);
+    (topic, group, setup, mirror, committed)
+}
+
+/// Cutover's report line naming the source transactions still open.
+fn open_transaction_problem(stdout: &str) -> &str {
+    stdout
+        .lines()
+        .find(|l| l.starts_with("problem: source transactions that were open"))
+        .unwrap_or_else(|| panic!("no open-transaction problem reported:\n{stdout}"))
+}
+
+#[test]
+fn cutover_waits_for_a_source_transaction_left_open_and_names_its_partition() {
+    let bed = bed();
+    let (topic, group, setup, mut mirror, committed) = copied_with_a_group("cutover-open-txn");
 
     // A two-phase-commit sink between checkpoints: records of partition 1
     // in the log, their transaction open. The end of committed data stands
@@ -1142,10 +1159,7 @@ fn cutover_waits_for_a_source_transaction_left_open_and_names_its_partition() {
     );
     assert_ne!(code, 0, "{stdout}\n{stderr}");
     assert!(stdout.contains("cutover: NOT COMPLETE"), "{stdout}");
-    let problem = stdout
-        .lines()
-        .find(|l| l.starts_with("problem: source transactions that were open"))
-        .unwrap_or_else(|| panic!("no open-transaction problem reported:\n{stdout}"));
+    let problem = open_transaction_problem(&stdout);
     assert!(
         problem.contains(&format!("{topic}-1 (offsets [")),
         "{problem}"
@@ -1239,21 +1253,7 @@ fn cutover_waits_for_a_source_transaction_left_open_and_names_its_partition() {
 )]
 fn cutover_waits_for_a_source_transaction_begun_while_it_looks_at_the_producers() {
     let bed = bed();
-    let topic = bed.source.create_topic("groups-cutover-txn-in-look", 2);
-    let group = unique_name("cutover-txn-in-look");
-    let setup = MirrorSetup::new(&bed.source.bootstrap, &bed.target.bootstrap);
-    let mut mirror = setup.start(&topic, &[]);
-    let committed: Vec<_> = (0..20).map(|i| record(i as i32 % 2, "o", i)).collect();
-    bed.source.produce(&topic, &committed);
-    wait_for_copy(
-        &bed.source,
-        &bed.target,
-        &topic,
-        Duration::from_secs(120),
-        &mut mirror,
-    );
-    bed.source
-        .commit_group(&group, &[(&topic, 0, 3), (&topic, 1, 4)]);
+    let (topic, group, setup, mut mirror, _) = copied_with_a_group("cutover-txn-in-look");
 
     let held: Vec<_> = (0..5).map(|i| record(1, "open", i)).collect();
     let mut open = None;
@@ -1278,12 +1278,11 @@ fn cutover_waits_for_a_source_transaction_begun_while_it_looks_at_the_producers(
         .unwrap_or_else(|| panic!("cutover never reached its fault point:\n{stdout}\n{stderr}"));
     assert_ne!(code, 0, "{stdout}\n{stderr}");
     assert!(stdout.contains("cutover: NOT COMPLETE"), "{stdout}");
-    let problem = stdout
-        .lines()
-        .find(|l| l.starts_with("problem: source transactions that were open"))
-        .unwrap_or_else(|| panic!("no open-transaction problem reported:\n{stdout}"));
+    // Partition 1: 10 records and their transaction's marker, then the
+    // 5 held ones.
+    let problem = open_transaction_problem(&stdout);
     assert!(
-        problem.contains(&format!("{topic}-1 (offsets [10, 15))")),
+        problem.contains(&format!("{topic}-1 (offsets [11, 16))")),
         "{problem}"
     );
     assert!(

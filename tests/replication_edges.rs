@@ -361,22 +361,7 @@ fn source_truncation_while_running_is_a_named_gap() {
 #[test]
 fn a_record_the_target_refuses_stops_its_partition_only() {
     let bed = bed();
-    let topic = unique_name("edges-refused");
-    bed.source
-        .create_topic_with(&topic, 2, &[("max.message.bytes", "2000000")]);
-    bed.source.produce(&topic, &records("before", 0, 100));
-    let big = TestRecord {
-        partition: 0,
-        key: Some(b"big".to_vec()),
-        // Incompressible, so that no codec brings it under the limit.
-        value: Some(incompressible(1_500_000)),
-        headers: vec![],
-        timestamp: None,
-    };
-    bed.source
-        .produce_with(&topic, &[big], &[("message.max.bytes", "2000000")]);
-    bed.source.produce(&topic, &records("after", 0, 100));
-    bed.source.produce(&topic, &records("other", 1, 300));
+    let topic = with_a_big_record("edges-refused", 100, 1_500_000, 300);
     // Created before eosmirror would carry the source's limit.
     bed.target.create_topic_with(&topic, 2, &[]);
 
@@ -386,17 +371,7 @@ fn a_record_the_target_refuses_stops_its_partition_only() {
         &topic,
         &["--lanes", "1", "--metrics.address", &metrics_address],
     );
-    mirror.wait_until(
-        COPY_LIMIT,
-        Duration::from_millis(200),
-        || reports_only_partition_0_stopped(&metrics_address, &topic),
-        |output| {
-            format!(
-                "partition 0 was never reported stopped:\n{}",
-                tail(output, 40)
-            )
-        },
-    );
+    wait_for_partition_0_stopped(&mut mirror, &metrics_address, &topic);
     wait_for_partition(&bed.source, &bed.target, &topic, 1, &mut mirror);
     let code = mirror.stop(EXIT_LIMIT);
     let output = mirror.output();
@@ -466,6 +441,44 @@ fn a_corrupt_source_batch_stops_the_run_instead_of_being_skipped() {
     bed.source.delete_topic(&topic);
 }
 
+/// A source topic of two partitions: `before` records, one of `big_bytes`
+/// (incompressible, so that no codec shrinks it) and 100 more in partition
+/// 0; `other` records in partition 1.
+fn with_a_big_record(name: &str, before: usize, big_bytes: usize, other: usize) -> String {
+    let source = &bed().source;
+    let topic = unique_name(name);
+    let limit = (big_bytes + (1 << 20)).to_string();
+    source.create_topic_with(&topic, 2, &[("max.message.bytes", &limit)]);
+    source.produce(&topic, &records("before", 0, before));
+    let big = TestRecord {
+        partition: 0,
+        key: Some(b"big".to_vec()),
+        value: Some(incompressible(big_bytes)),
+        headers: vec![],
+        timestamp: None,
+    };
+    source.produce_with(&topic, &[big], &[("message.max.bytes", &limit)]);
+    source.produce(&topic, &records("after", 0, 100));
+    source.produce(&topic, &records("other", 1, other));
+    topic
+}
+
+/// Waits until the instance's metrics report `topic`-0 stopped (and no
+/// other partition).
+fn wait_for_partition_0_stopped(mirror: &mut Mirror, metrics_address: &str, topic: &str) {
+    mirror.wait_until(
+        COPY_LIMIT,
+        Duration::from_millis(200),
+        || reports_only_partition_0_stopped(metrics_address, topic),
+        |output| {
+            format!(
+                "partition 0 was never reported stopped:\n{}",
+                tail(output, 40)
+            )
+        },
+    );
+}
+
 /// Waits until the target's `partition` holds exactly the source's.
 fn wait_for_partition(
     source: &Cluster,
@@ -510,20 +523,7 @@ fn assert_copied_before(source: &Cluster, target: &Cluster, topic: &str, stop: u
 #[test]
 fn a_record_larger_than_the_producer_queue_stops_its_partition_with_the_fix() {
     let bed = bed();
-    let topic = unique_name("edges-too-large");
-    bed.source
-        .create_topic_with(&topic, 2, &[("max.message.bytes", "5000000")]);
-    bed.source.produce(&topic, &records("before", 0, 10));
-    let big = TestRecord {
-        partition: 0,
-        key: Some(b"big".to_vec()),
-        value: Some(incompressible(3_000_000)),
-        headers: vec![],
-        timestamp: None,
-    };
-    bed.source
-        .produce_with(&topic, &[big], &[("message.max.bytes", "5000000")]);
-    bed.source.produce(&topic, &records("other", 1, 100));
+    let topic = with_a_big_record("edges-too-large", 10, 3_000_000, 100);
 
     let setup = MirrorSetup::new(&bed.source.bootstrap, &bed.target.bootstrap);
     let metrics_address = support::free_local_address();
@@ -539,17 +539,7 @@ fn a_record_larger_than_the_producer_queue_stops_its_partition_with_the_fix() {
             &metrics_address,
         ],
     );
-    mirror.wait_until(
-        COPY_LIMIT,
-        Duration::from_millis(200),
-        || reports_only_partition_0_stopped(&metrics_address, &topic),
-        |output| {
-            format!(
-                "partition 0 was never reported stopped:\n{}",
-                tail(output, 40)
-            )
-        },
-    );
+    wait_for_partition_0_stopped(&mut mirror, &metrics_address, &topic);
     wait_for_partition(&bed.source, &bed.target, &topic, 1, &mut mirror);
     let code = mirror.stop(EXIT_LIMIT);
     let output = mirror.output();
