@@ -400,3 +400,78 @@ fn an_instance_left_outside_the_group_rejoins_and_shares_again() {
     }
     assert_exact_copy(&bed.source, &bed.target, &topic);
 }
+
+/// A second deployment of the same alias under another
+/// `--transactional.id.prefix` (a rolling update that changed it, two teams
+/// on one alias) would copy every record a second time: its lanes'
+/// transactional ids never fence the first one's. It is refused before it
+/// copies, naming the other deployment's prefix and group; once that
+/// deployment is stopped and its group deleted, it takes over exactly.
+#[test]
+fn another_prefix_on_a_copied_alias_is_refused_until_its_group_is_gone() {
+    let bed = bed();
+    let topic = bed.source.create_topic("fleet-prefixes", 4);
+    let alias = unique_name("prefixes");
+    let group = unique_name("prefixes-group");
+    let workload = Workload::start(&bed.source, &topic, 4);
+    let mut a = start("a", &topic, &alias, "first", &group);
+    wait_for_even_ownership(&mut [&mut a]);
+    a.mirror.wait_until(
+        PATIENCE,
+        Duration::from_millis(500),
+        || {
+            let replicated = metric_value(
+                &scrape_metrics(&a.metrics),
+                "eosmirror_lane_transactions_committed_total",
+                &[("lane", "lane-0")],
+            )?;
+            (replicated > 0.0).then_some(())
+        },
+        |output| format!("a never committed:\n{}", tail(output, 40)),
+    );
+
+    let mut b = start("b", &topic, &alias, "second", &group);
+    let code = b.mirror.wait_exit(Duration::from_secs(60));
+    let output = b.mirror.output();
+    assert_ne!(code, 0, "{}", tail(&output, 30));
+    let own = format!("first.{alias}");
+    for needle in [
+        format!(
+            "the consumer group {own} on the target has offsets on __eosmirror.position.{alias}"
+        ),
+        "--transactional.id.prefix first".to_string(),
+        format!("--delete --group {own}"),
+    ] {
+        assert!(
+            output.contains(&needle),
+            "{needle:?} missing:\n{}",
+            tail(&output, 30)
+        );
+    }
+    assert!(
+        !output.contains("lane session started"),
+        "the refused deployment started a lane:\n{}",
+        tail(&output, 30)
+    );
+
+    // The first deployment stops and its group goes; the second takes
+    // over while the workload still writes.
+    assert_eq!(
+        a.mirror.stop(Duration::from_secs(60)),
+        0,
+        "{}",
+        tail(&a.mirror.output(), 40)
+    );
+    bed.target.delete_group(&own);
+    let mut b = start("b", &topic, &alias, "second", &group);
+    let sent = workload.finish();
+    eprintln!("workload wrote {sent} records");
+    wait_for_copy(&bed.source, &bed.target, &topic, PATIENCE, &mut b.mirror);
+    assert_eq!(
+        b.mirror.stop(Duration::from_secs(60)),
+        0,
+        "{}",
+        tail(&b.mirror.output(), 40)
+    );
+    assert_exact_copy(&bed.source, &bed.target, &topic);
+}

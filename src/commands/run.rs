@@ -20,6 +20,7 @@ use crate::replication::lane::{GapPolicy, WorkerSettings};
 use crate::replication::layout::{Layout, DEFAULT_LANES};
 use crate::replication::limits::BatchLimits;
 use crate::replication::membership::{FleetSettings, LaneOwnership};
+use crate::replication::other_deployments::{refuse_other_deployments, Deployment};
 use crate::replication::park::SourceEnds;
 use crate::replication::progress::InternalTopics;
 use crate::replication::supervisor::{self, SupervisorSettings};
@@ -118,6 +119,26 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     };
     if source_id == target_id {
         bail!("source and target are the same cluster (id {source_id}); point --producer.config at the target cluster");
+    }
+    {
+        let target = Cluster {
+            name: "target",
+            connection: target_connection.clone(),
+        };
+        let tools = ToolConnection::new(&target_connection, &args.connection.producer_config);
+        let prefix = args.deployment.transactional_id_prefix.clone();
+        let alias = args.connection.source_alias.clone();
+        tokio::task::spawn_blocking(move || {
+            let position_topic = InternalTopics::for_alias(&alias).position;
+            let deployment = Deployment {
+                prefix: &prefix,
+                alias: &alias,
+                position_topic: &position_topic,
+                lanes: layout.lanes(),
+            };
+            refuse_other_deployments(&target, &deployment, &tools)
+        })
+        .await??;
     }
 
     if source.get("group.id").is_none() {

@@ -14,6 +14,7 @@ pub mod layout;
 pub mod limits;
 pub mod lineage;
 pub mod membership;
+pub mod other_deployments;
 pub mod park;
 pub mod positions;
 pub mod progress;
