@@ -431,7 +431,8 @@ fn a_corrupt_source_batch_stops_the_run_instead_of_being_skipped() {
     let output = mirror.output();
     assert_ne!(code, 0, "{}", tail(&output, 30));
     assert!(
-        output.contains("could not read a record batch") && output.contains("kafka-dump-log.sh"),
+        output.contains("could not read what a source broker sent")
+            && output.contains("kafka-dump-log.sh"),
         "the stop does not name the unreadable batch:\n{}",
         tail(&output, 30)
     );

@@ -38,7 +38,10 @@ impl Deployment<'_> {
 
 /// Fails naming the other deployment's group and prefix when a group named
 /// like a fleet of this alias (`<prefix>.<alias>`), other than this
-/// deployment's, has offsets on the position topic. Blocking.
+/// deployment's, has offsets on the position topic. Only such offsets
+/// refuse: a listing or a group that does not answer (a target broker
+/// restarting, another team's group eosmirror may not describe) is logged
+/// and the start goes on. Blocking.
 pub fn refuse_other_deployments(
     target: &Cluster,
     deployment: &Deployment<'_>,
@@ -50,12 +53,29 @@ pub fn refuse_other_deployments(
     let lanes: Vec<TopicPartition> = (0..deployment.lanes as i32)
         .map(|lane| (deployment.position_topic.to_string(), lane))
         .collect();
-    for group in groups.list_groups()? {
+    let listed = match groups.list_groups() {
+        Ok(listed) => listed,
+        Err(e) => {
+            tracing::warn!(
+                "could not look for another deployment of this alias on the target: {e}"
+            );
+            return Ok(());
+        }
+    };
+    for group in listed {
         let Some(prefix) = group.strip_suffix(&suffix) else {
             continue;
         };
-        if group == own || groups.committed(&group, &lanes)?.is_empty() {
+        if group == own {
             continue;
+        }
+        match groups.committed(&group, &lanes) {
+            Ok(offsets) if offsets.is_empty() => continue,
+            Ok(_) => {}
+            Err(e) => {
+                tracing::warn!(%group, "could not tell whether this group is another deployment of this alias: {e}");
+                continue;
+            }
         }
         bail!(
             "the consumer group {group} on the target has offsets on {topic}: another eosmirror deployment, with --transactional.id.prefix {prefix}, copies --source.alias {alias}. Its lanes' transactional ids are not this run's ({own}.lane-N), so neither would fence the other and both would copy every record. Run with --transactional.id.prefix {prefix}; or, if that deployment is stopped for good, delete its group first: `kafka-consumer-groups.sh {tools} --delete --group {group}`. Nothing was copied",

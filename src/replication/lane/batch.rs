@@ -569,7 +569,7 @@ fn next_record<'c>(
         ))) => Err(TxnFailure {
             disposition: Disposition::Fatal,
             detail: format!(
-                "the source consumer could not read a record batch of one of the lane's partitions ({code}) and would go on past it without its records; nothing from it on was copied. Inspect the source partitions' logs (kafka-dump-log.sh --deep-iteration) and repair or restore them, then restart"
+                "the source consumer could not read what a source broker sent ({code}): a record batch of one of the lane's partitions that fails its checksum (check.crcs) or cannot be decoded, which librdkafka would go past without its records, or a response that is not Kafka's (a bootstrap address of another service); nothing from there on was copied. librdkafka's log line above names the offset or the broker. Inspect the source partitions' logs (kafka-dump-log.sh --deep-iteration) and repair or restore them, then restart"
             ),
             slot: None,
         }),
