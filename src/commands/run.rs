@@ -120,12 +120,13 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     if source_id == target_id {
         bail!("source and target are the same cluster (id {source_id}); point --producer.config at the target cluster");
     }
+    let tools = ToolConnection::new(&target_connection, &args.connection.producer_config);
     {
         let target = Cluster {
             name: "target",
             connection: target_connection.clone(),
         };
-        let tools = ToolConnection::new(&target_connection, &args.connection.producer_config);
+        let tools = tools.clone();
         let prefix = args.deployment.transactional_id_prefix.clone();
         let alias = args.connection.source_alias.clone();
         tokio::task::spawn_blocking(move || {
@@ -241,7 +242,6 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         start_over,
         statistics_interval: args.statistics_interval(),
     });
-    let tools = ToolConnection::new(&target_connection, &args.connection.producer_config);
     let supervisor_settings = SupervisorSettings {
         source_admin: source_connection,
         target_admin: target_connection,

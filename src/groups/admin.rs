@@ -249,9 +249,9 @@ impl GroupAdmin {
     }
 
     /// Names of all consumer groups on the cluster (one request per broker,
-    /// no per-group description).
-    pub fn list(&self) -> Result<Vec<String>, GroupError> {
-        let mut outcome = self.run(
+    /// no per-group description), as the answer of the pseudo-group `*`.
+    pub fn list(&self) -> PerGroup<Vec<String>> {
+        self.run(
             Operation::List,
             &[()],
             |rk, _, options, queue| unsafe {
@@ -279,15 +279,7 @@ impl GroupAdmin {
                     .collect();
                 vec![("*".to_string(), Ok(names))]
             },
-        );
-        // `run` answers every item; never read a missing answer as "no groups".
-        outcome.remove("*").unwrap_or_else(|| {
-            Err(self.error(
-                "*",
-                Operation::List,
-                KafkaError::AdminOp(RDKafkaErrorCode::Fail),
-            ))
-        })
+        )
     }
 
     /// Committed offsets of each group for `partitions`; partitions without

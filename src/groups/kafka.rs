@@ -23,7 +23,8 @@ pub struct GroupClient {
 }
 
 impl GroupClient {
-    /// An admin client for one call.
+    /// An admin client for one call; `group` names the group (or `*`) in
+    /// its error.
     fn admin(&self, group: &str) -> Result<GroupAdmin, GroupError> {
         GroupAdmin::new(self.cluster, &self.connection, self.timeout).map_err(|mut e| {
             e.group = group.to_string();
@@ -31,44 +32,71 @@ impl GroupClient {
         })
     }
 
-    /// Runs a batch of one, again while the group's coordinator is not
-    /// ready (a broker just restarted and is loading offsets, or the
-    /// coordinator moved): errors the broker asks clients to retry.
+    /// Runs `request` for `groups` on one admin client, asking again the
+    /// groups whose coordinator is not ready (a broker just restarted and
+    /// is loading offsets, or the coordinator moved): errors the broker
+    /// asks clients to retry. Every group gets an answer.
     fn retrying<T>(
         &self,
-        group: &str,
-        mut request: impl FnMut(&GroupAdmin) -> PerGroup<T>,
-    ) -> Result<T, GroupError> {
-        let admin = self.admin(group)?;
-        let mut attempt = 1;
-        loop {
-            match self.only(group, request(&admin)) {
-                Err(e) if attempt < COORDINATOR_ATTEMPTS && is_retriable(&e) => {
-                    std::thread::sleep(Duration::from_millis(500 * u64::from(attempt)));
-                    attempt += 1;
+        groups: &[String],
+        mut request: impl FnMut(&GroupAdmin, &[String]) -> PerGroup<T>,
+    ) -> Result<PerGroup<T>, GroupError> {
+        if groups.is_empty() {
+            return Ok(PerGroup::new());
+        }
+        let admin = self.admin(match groups {
+            [one] => one,
+            _ => "*",
+        })?;
+        let mut answers = PerGroup::new();
+        let mut asking = groups.to_vec();
+        for attempt in 1..=COORDINATOR_ATTEMPTS {
+            let last = attempt == COORDINATOR_ATTEMPTS;
+            let mut again = Vec::new();
+            for (group, answer) in request(&admin, &asking) {
+                match answer {
+                    Err(e) if !last && e.is_retriable() => again.push(group),
+                    answer => {
+                        answers.insert(group, answer);
+                    }
                 }
-                result => return result,
+            }
+            if again.is_empty() {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(500 * u64::from(attempt)));
+            asking = again;
+        }
+        for group in groups {
+            if !answers.contains_key(group) {
+                answers.insert(group.clone(), Err(self.unanswered(group)));
             }
         }
+        Ok(answers)
     }
 
     /// The outcome for `group` of a batch of one.
     fn only<T>(&self, group: &str, mut outcome: PerGroup<T>) -> Result<T, GroupError> {
-        outcome.remove(group).unwrap_or_else(|| {
-            Err(GroupError {
-                cluster: self.cluster,
-                group: group.to_string(),
-                operation: "reading the broker's answer",
-                source: Box::new(KafkaError::AdminOp(RDKafkaErrorCode::Fail)),
-            })
-        })
+        outcome
+            .remove(group)
+            .unwrap_or_else(|| Err(self.unanswered(group)))
+    }
+
+    /// A group the answer left out: never read as "nothing there".
+    fn unanswered(&self, group: &str) -> GroupError {
+        GroupError {
+            cluster: self.cluster,
+            group: group.to_string(),
+            operation: "reading the broker's answer",
+            source: Box::new(KafkaError::AdminOp(RDKafkaErrorCode::Fail)),
+        }
     }
 
     /// Names of all consumer groups on the cluster. A broker leaves out,
     /// without an error, the groups of an offsets partition it cannot lead
     /// (offline, or its leadership moving): a group missing here may exist.
     pub fn list_groups(&self) -> Result<Vec<String>, GroupError> {
-        let groups = self.admin("*")?.list()?;
+        let groups = self.only("*", self.admin("*")?.list())?;
         if fault_armed(failpoints::GROUPS_LISTING_EMPTY) {
             tracing::warn!(
                 "fault point {}: the listing holds no group",
@@ -81,8 +109,8 @@ impl GroupClient {
 
     /// The group's state and active members.
     pub fn membership(&self, group: &str) -> Result<GroupMembership, GroupError> {
-        let names = [group.to_string()];
-        self.retrying(group, |admin| admin.describe(&names))
+        let answers = self.retrying(&[group.to_string()], |admin, names| admin.describe(names))?;
+        self.only(group, answers)
     }
 
     /// Committed offsets of `group` for `partitions`; partitions without a
@@ -92,11 +120,19 @@ impl GroupClient {
         group: &str,
         partitions: &[TopicPartition],
     ) -> Result<BTreeMap<TopicPartition, i64>, GroupError> {
-        if partitions.is_empty() {
-            return Ok(BTreeMap::new());
-        }
-        let names = [group.to_string()];
-        self.retrying(group, |admin| admin.committed(&names, partitions))
+        let answers = self.committed_each(&[group.to_string()], partitions)?;
+        self.only(group, answers)
+    }
+
+    /// Committed offsets of each of `groups` for `partitions`, every
+    /// group's request in flight at once; partitions without a committed
+    /// offset are left out.
+    pub fn committed_each(
+        &self,
+        groups: &[String],
+        partitions: &[TopicPartition],
+    ) -> Result<PerGroup<BTreeMap<TopicPartition, i64>>, GroupError> {
+        self.retrying(groups, |admin, names| admin.committed(names, partitions))
     }
 
     /// Commits `offsets` for `group` in one request. The broker refuses it
@@ -108,24 +144,11 @@ impl GroupClient {
         offsets: &BTreeMap<TopicPartition, i64>,
     ) -> Result<(), GroupError> {
         let commits = BTreeMap::from([(group.to_string(), offsets.clone())]);
-        self.retrying(group, |admin| admin.commit(&commits))
+        let answers = self.retrying(&[group.to_string()], |admin, _| admin.commit(&commits))?;
+        self.only(group, answers)
     }
 }
 
 /// Attempts of a group request while its coordinator loads or moves
 /// (about 20 s in all).
 const COORDINATOR_ATTEMPTS: u32 = 8;
-
-fn is_retriable(error: &GroupError) -> bool {
-    matches!(
-        error.source.rdkafka_error_code(),
-        Some(
-            RDKafkaErrorCode::CoordinatorLoadInProgress
-                | RDKafkaErrorCode::CoordinatorNotAvailable
-                | RDKafkaErrorCode::NotCoordinator
-                | RDKafkaErrorCode::UnstableOffsetCommit
-                | RDKafkaErrorCode::RequestTimedOut
-                | RDKafkaErrorCode::OperationTimedOut
-        )
-    )
-}

@@ -11,6 +11,7 @@ pub mod translate;
 pub mod translation;
 
 use rdkafka::error::KafkaError;
+use rdkafka::types::RDKafkaErrorCode;
 
 /// A partition of a topic, as groups commit offsets for it.
 pub type TopicPartition = (String, i32);
@@ -25,6 +26,30 @@ pub struct GroupError {
     /// Boxed: Kafka errors are large and this travels in `Result`s.
     #[source]
     pub source: Box<KafkaError>,
+}
+
+impl GroupError {
+    /// Whether the broker asks the client to try again: the group's
+    /// coordinator is loading its offsets (a broker just restarted) or
+    /// moved, or the request timed out.
+    pub fn is_retriable(&self) -> bool {
+        matches!(
+            self.source.rdkafka_error_code(),
+            Some(
+                RDKafkaErrorCode::CoordinatorLoadInProgress
+                    | RDKafkaErrorCode::CoordinatorNotAvailable
+                    | RDKafkaErrorCode::NotCoordinator
+                    | RDKafkaErrorCode::UnstableOffsetCommit
+                    | RDKafkaErrorCode::RequestTimedOut
+                    | RDKafkaErrorCode::OperationTimedOut
+            )
+        )
+    }
+
+    /// Whether the cluster refused eosmirror's principal the group.
+    pub fn is_authorization(&self) -> bool {
+        self.source.rdkafka_error_code() == Some(RDKafkaErrorCode::GroupAuthorizationFailed)
+    }
 }
 
 /// Who is in a group right now.

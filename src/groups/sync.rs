@@ -14,14 +14,13 @@ use std::time::{Duration, Instant};
 
 use eosmirror_state::{SourcePartition, StateStore};
 use rdkafka::producer::{BaseRecord, DefaultProducerContext, Producer, ThreadedProducer};
-use rdkafka::types::RDKafkaErrorCode;
 
 use super::admin::GroupAdmin;
 use super::apply::plan;
 use super::record::{GroupOffsetsRecord, GroupsTopicRecord, Recorded, SourceEndsRecord};
 use super::translate::{replicated_partitions, translate_groups, GroupOffsets, SourceTopicIds};
 use super::translation::TranslatedOffset;
-use super::{GroupError, TopicPartition};
+use super::TopicPartition;
 use crate::clusters::{Cluster, CONNECT_TIMEOUT};
 use crate::error_chain::one_line;
 use crate::failpoints::{self, crash_point};
@@ -175,7 +174,7 @@ impl GroupSync {
                 // The listing leaves out groups the principal may not
                 // describe: one that is also refused its offsets is gone
                 // for eosmirror (its ACLs were revoked).
-                Err(e) if !listed.contains(&group) && is_authorization(&e) => continue,
+                Err(e) if !listed.contains(&group) && e.is_authorization() => continue,
                 Err(e) => {
                     tracing::warn!(%group, "group sync: {e}");
                     unread.insert(group);
@@ -542,11 +541,6 @@ fn gone<'a>(
     recorded
         .filter(|g| !observed.contains(*g) && !unread.contains(*g))
         .collect()
-}
-
-/// Whether the source refused eosmirror's principal the group.
-fn is_authorization(error: &GroupError) -> bool {
-    error.source.rdkafka_error_code() == Some(RDKafkaErrorCode::GroupAuthorizationFailed)
 }
 
 /// Sends a tombstone for `group`'s record (written with the round's flush).

@@ -53,8 +53,15 @@ pub fn refuse_other_deployments(
     let lanes: Vec<TopicPartition> = (0..deployment.lanes as i32)
         .map(|lane| (deployment.position_topic.to_string(), lane))
         .collect();
-    let listed = match groups.list_groups() {
-        Ok(listed) => listed,
+    let answers = groups.list_groups().and_then(|listed| {
+        let candidates: Vec<String> = listed
+            .into_iter()
+            .filter(|group| group.ends_with(&suffix) && *group != own)
+            .collect();
+        groups.committed_each(&candidates, &lanes)
+    });
+    let answers = match answers {
+        Ok(answers) => answers,
         Err(e) => {
             tracing::warn!(
                 "could not look for another deployment of this alias on the target: {e}"
@@ -62,14 +69,8 @@ pub fn refuse_other_deployments(
             return Ok(());
         }
     };
-    for group in listed {
-        let Some(prefix) = group.strip_suffix(&suffix) else {
-            continue;
-        };
-        if group == own {
-            continue;
-        }
-        match groups.committed(&group, &lanes) {
+    for (group, offsets) in answers {
+        match offsets {
             Ok(offsets) if offsets.is_empty() => continue,
             Ok(_) => {}
             Err(e) => {
@@ -77,6 +78,7 @@ pub fn refuse_other_deployments(
                 continue;
             }
         }
+        let prefix = group.strip_suffix(&suffix).unwrap_or(&group);
         bail!(
             "the consumer group {group} on the target has offsets on {topic}: another eosmirror deployment, with --transactional.id.prefix {prefix}, copies --source.alias {alias}. Its lanes' transactional ids are not this run's ({own}.lane-N), so neither would fence the other and both would copy every record. Run with --transactional.id.prefix {prefix}; or, if that deployment is stopped for good, delete its group first: `kafka-consumer-groups.sh {tools} --delete --group {group}`. Nothing was copied",
             topic = deployment.position_topic,
