@@ -232,6 +232,36 @@ fn a_source_topic_recreated_while_running_is_a_named_stop() {
     );
 }
 
+/// A source topic deleted for good leaves its lane at the next refresh:
+/// the lane copies its other partitions on. Before, the lane kept the
+/// topic: its next session (here after a park) failed on the missing topic
+/// and restarted for as long as the run lasted, copying nothing.
+#[test]
+fn a_source_topic_deleted_while_running_leaves_its_lane_and_the_others_go_on() {
+    let bed = bed();
+    let setup = MirrorSetup::new(&bed.source.bootstrap, &bed.target.bootstrap);
+    let gone = bed.source.create_topic("deleted-live", 2);
+    let kept = bed.source.create_topic("deleted-kept", 2);
+    bed.source.produce(&gone, &records("old", 2, 100));
+    bed.source.produce(&kept, &records("old", 2, 100));
+    // One lane: both topics' partitions share it. It parks once idle, and
+    // the next record starts a new session.
+    let mut mirror = setup.start(
+        &format!("{gone},{kept}"),
+        &["--lanes", "1", "--park.idle.ms", "1000"],
+    );
+    wait_for_copy(&bed.source, &bed.target, &gone, COPY_LIMIT, &mut mirror);
+    wait_for_copy(&bed.source, &bed.target, &kept, COPY_LIMIT, &mut mirror);
+
+    let since = mirror.output().len();
+    bed.source.delete_topic(&gone);
+    mirror.wait_for_output(since, &["partition leaves its lane"], COPY_LIMIT);
+    bed.source.produce(&kept, &records("new", 2, 50));
+    wait_for_copy(&bed.source, &bed.target, &kept, COPY_LIMIT, &mut mirror);
+    assert_eq!(mirror.stop(EXIT_LIMIT), 0, "{}", mirror.output());
+    assert_exact_copy(&bed.source, &bed.target, &kept);
+}
+
 #[test]
 fn a_recreated_target_topic_is_a_named_stop() {
     let bed = bed();

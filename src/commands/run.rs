@@ -41,8 +41,15 @@ const SOURCE_OVERRIDES: &[(&str, &str)] = &[
     ("enable.partition.eof", "false"),
 ];
 
-/// Settings eosmirror always sets on the target producer.
-const TARGET_OVERRIDES: &[(&str, &str)] = &[("enable.idempotence", "true"), ("acks", "all")];
+/// Settings eosmirror always sets on the target producer. A target topic
+/// deleted while running must not come back by auto-creation with the
+/// broker's defaults (its partition count, no copied settings): the next
+/// topic refresh creates it as eosmirror would, and the lanes report it.
+const TARGET_OVERRIDES: &[(&str, &str)] = &[
+    ("enable.idempotence", "true"),
+    ("acks", "all"),
+    ("allow.auto.create.topics", "false"),
+];
 
 /// Largest produce request the target producer may send unless the
 /// producer file says otherwise.

@@ -20,7 +20,7 @@ use tokio::sync::mpsc;
 use super::copy_progress::{self, Report};
 use super::failure::WorkerError;
 use super::lane::{LanePartitions, LaneWorker, WorkerSettings};
-use super::layout::Lane;
+use super::layout::{Lane, Layout};
 use super::limits::BufferBudget;
 use super::membership::{FleetSettings, LaneOwnership, Membership, MembershipError, Tenure};
 use super::positions::watermark_client;
@@ -170,26 +170,18 @@ pub async fn run(
                         }
                     }
                     by_lane.clear();
-                    let new = partitions.iter().filter(|p| !known.contains(*p)).count();
-                    let summarised = new > JOIN_LOG_LIMIT;
-                    if summarised {
-                        tracing::info!(
-                            partitions = new,
-                            lanes = layout.lanes(),
-                            "partitions join their lanes (one line each at debug level)"
-                        );
-                    }
-                    for partition in partitions {
-                        let lane = layout.lane_of(&partition);
-                        if known.insert(partition.clone()) {
-                            if summarised {
-                                tracing::debug!(%partition, %lane, "partition joins its lane");
-                            } else {
-                                tracing::info!(%partition, %lane, "partition joins its lane");
-                            }
-                        }
-                        if !stopped.contains(&partition) {
-                            by_lane.entry(lane).or_default().push(partition);
+                    let current: HashSet<SourcePartition> = partitions.into_iter().collect();
+                    log_changes(&known, &current, layout);
+                    // A partition that left (its topic deleted, or no
+                    // longer matched) leaves its lane at the lane's next
+                    // batch boundary, as a new one joins.
+                    known = current;
+                    for partition in &known {
+                        if !stopped.contains(partition) {
+                            by_lane
+                                .entry(layout.lane_of(partition))
+                                .or_default()
+                                .push(partition.clone());
                         }
                     }
                     m::partitions_running(known.len());
@@ -239,9 +231,21 @@ pub async fn run(
             break;
         }
         if let Some((member, _)) = &membership {
+            // A running lane none of whose partitions is left to copy ends
+            // at its next batch boundary.
+            for (lane, shared) in &running {
+                if !by_lane.contains_key(lane) {
+                    shared.replace(Vec::new());
+                }
+            }
             for (lane, partitions) in &by_lane {
                 if let Some(shared) = running.get(lane) {
                     shared.replace(partitions.clone());
+                    continue;
+                }
+                // Its partitions stopped since the refresh: a lane started
+                // for them would end at once, again and again.
+                if stopped.all(partitions.iter()) {
                     continue;
                 }
                 let stop = Arc::new(AtomicBool::new(false));
@@ -428,6 +432,48 @@ async fn report_progress(health: Arc<Health>, interval: Duration, shutdown: Shut
             None => {}
         }
         before = now;
+    }
+}
+
+/// Logs the partitions that join their lanes and those that leave
+/// discovery: one line each, or a summary when there are many.
+fn log_changes(
+    known: &HashSet<SourcePartition>,
+    current: &HashSet<SourcePartition>,
+    layout: Layout,
+) {
+    let mut joined: Vec<&SourcePartition> = current.difference(known).collect();
+    let mut left: Vec<&SourcePartition> = known.difference(current).collect();
+    joined.sort();
+    left.sort();
+    for (partitions, many, one) in [
+        (
+            joined,
+            "partitions join their lanes",
+            "partition joins its lane",
+        ),
+        (
+            left,
+            "partitions leave their lanes: their topics were deleted or no longer match --include/--exclude",
+            "partition leaves its lane: its topic was deleted or no longer matches --include/--exclude",
+        ),
+    ] {
+        let summarised = partitions.len() > JOIN_LOG_LIMIT;
+        if summarised {
+            tracing::info!(
+                partitions = partitions.len(),
+                lanes = layout.lanes(),
+                "{many} (one line each at debug level)"
+            );
+        }
+        for partition in partitions {
+            let lane = layout.lane_of(partition);
+            if summarised {
+                tracing::debug!(%partition, %lane, "{one}");
+            } else {
+                tracing::info!(%partition, %lane, "{one}");
+            }
+        }
     }
 }
 
