@@ -4,8 +4,10 @@ mod support;
 
 use std::time::Duration;
 
-use support::mirror::{assert_exact_copy, MirrorSetup};
-use support::{bed, TestRecord};
+use eosmirror::wire::{InternalTopics, ProgressRecord};
+use eosmirror_state::SourcePartition;
+use support::mirror::{assert_exact_copy, wait_for_copy, MirrorSetup};
+use support::{bed, Isolation, TestRecord};
 
 #[test]
 fn a_changed_alias_is_refused_instead_of_copying_again() {
@@ -36,4 +38,83 @@ fn a_changed_alias_is_refused_instead_of_copying_again() {
     );
     assert!(output.contains("--target.allow.nonempty"), "{output}");
     assert_exact_copy(&bed.source, &bed.target, &topic);
+}
+
+/// A target partition whose end fell below the copies its position
+/// records (an unclean leader election cut it; here the position is moved
+/// past the end instead, which a lane cannot tell apart) stops that
+/// partition by name at the next session start, with no new record needed
+/// to notice it; the other partition is copied on. Before, the lane
+/// resumed after the position, and copies committed there left the lost
+/// ones unreported for good.
+#[test]
+fn a_target_partition_that_lost_committed_copies_is_a_named_stop() {
+    let bed = bed();
+    let topic = bed.source.create_topic("guard-truncated", 2);
+    let records: Vec<TestRecord> = (0..100)
+        .map(|i| TestRecord::new(i % 2, &format!("k{i}"), &format!("v{i}")))
+        .collect();
+    bed.source.produce(&topic, &records);
+    let setup = MirrorSetup::new(&bed.source.bootstrap, &bed.target.bootstrap);
+    setup.copy_and_check(&topic, &["--lanes", "1"], &[&topic]);
+
+    let position_topic = InternalTopics::for_alias(&setup.alias).position;
+    let partition = SourcePartition::new(&topic, 0);
+    let last = bed
+        .target
+        .read_all(&position_topic, Isolation::ReadCommitted)
+        .into_iter()
+        .filter_map(|r| r.value)
+        .map(|value| ProgressRecord::decode(&value).unwrap())
+        .rfind(|record| record.source == partition)
+        .expect("a position of partition 0");
+    let (_, target_end) = bed.target.watermarks(&topic, 0);
+    assert!(last.next_target_offset < target_end);
+    let moved = ProgressRecord {
+        runs: Vec::new(),
+        next_target_offset: target_end + 10,
+        ..last
+    };
+    bed.target.produce(
+        &position_topic,
+        &[TestRecord {
+            partition: 0,
+            key: Some(ProgressRecord::key(&partition)),
+            value: Some(moved.encode()),
+            headers: vec![],
+            timestamp: None,
+        }],
+    );
+
+    let more: Vec<TestRecord> = (100..120)
+        .map(|i| TestRecord::new(1, &format!("k{i}"), &format!("v{i}")))
+        .collect();
+    bed.source.produce(&topic, &more);
+    let mut mirror = setup.start(&topic, &["--lanes", "1"]);
+    let output = mirror.wait_for_output(
+        0,
+        &[&format!(
+            "{topic}-0: the target partition ends at offset {target_end}"
+        )],
+        Duration::from_secs(90),
+    );
+    assert!(output.contains("--start.over"), "{output}");
+    wait_for_copy(
+        &bed.source,
+        &bed.target,
+        &topic,
+        Duration::from_secs(90),
+        &mut mirror,
+    );
+    assert_ne!(
+        mirror.stop(Duration::from_secs(90)),
+        0,
+        "{}",
+        mirror.output()
+    );
+    assert_eq!(
+        bed.target.watermarks(&topic, 0).1,
+        target_end,
+        "nothing may be copied into the partition after its lost copies"
+    );
 }

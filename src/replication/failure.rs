@@ -33,6 +33,13 @@ pub enum WorkerError {
         target_says: String,
         position_topic: String,
     },
+    #[error("{source_partition}: the target partition ends at offset {target_end}, but the copies committed into it reach offset {next_target_offset} (its position on {position_topic}): the target lost committed copies (an unclean leader election, a broker's disk restored from a backup). Nothing was copied after them. The copy is no longer exact: `eosmirror verify` shows which records are missing. To copy the topic again, delete the target topic and restart with --start.over '{topic}'", topic = source_partition.topic)]
+    TargetTruncated {
+        source_partition: SourcePartition,
+        target_end: i64,
+        next_target_offset: i64,
+        position_topic: String,
+    },
     #[error("{source_partition}: the target partition already holds committed records, but {position_topic} has no position for it: another tool copied into it, or --source.alias changed. Copying now would duplicate them. Use the alias of the earlier run, empty the target topic, or pass --target.allow.nonempty to append after the existing records")]
     TargetNotEmpty {
         source_partition: SourcePartition,
@@ -105,6 +112,9 @@ impl WorkerError {
                 source_partition, ..
             }
             | WorkerError::TargetLostData {
+                source_partition, ..
+            }
+            | WorkerError::TargetTruncated {
                 source_partition, ..
             }
             | WorkerError::TargetNotEmpty {

@@ -386,16 +386,17 @@ impl LaneSession<'_> {
             let Some(runs) = runs_from_deliveries(&pairs) else {
                 return Err(self.order_violated(cursor, pairs[0].0));
             };
-            if let Some(&(first_source, first_target)) = pairs.first() {
+            if let Some(&(_, first_target)) = pairs.first() {
+                // The partition's end fell below its committed copies while
+                // copying (a leader elected uncleanly): the copies landed
+                // where committed ones were.
                 if first_target < c.committed.next_target_offset {
-                    return Err(TxnFailure {
-                        disposition: Disposition::Fatal,
-                        detail: format!(
-                            "{}: copies landed at target offset {first_target} below the committed target position {}: another writer or a truncated target",
-                            c.partition, c.committed.next_target_offset
-                        ),
-                        slot: self.slot_of(cursor, first_source),
-                    });
+                    return Err(self.partition_failure(WorkerError::TargetTruncated {
+                        source_partition: c.partition.clone(),
+                        target_end: first_target,
+                        next_target_offset: c.committed.next_target_offset,
+                        position_topic: settings.internal_topics.position.clone(),
+                    }));
                 }
             }
             // Read past markers only: the target position stays.
@@ -435,15 +436,6 @@ impl LaneSession<'_> {
         };
         *self.partition_error.borrow_mut() = Some(error);
         failure
-    }
-
-    fn slot_of(&self, cursor: usize, source_offset: i64) -> Option<usize> {
-        self.slots.iter().position(|s| {
-            *s == Slot::Copy {
-                cursor,
-                source_offset,
-            }
-        })
     }
 
     /// Writes the progress and position records into the open transaction,

@@ -281,6 +281,17 @@ impl LaneWorker {
             Some(r) => Committed::from(r),
             None => Committed::fresh(low, target_end),
         };
+        // Copies committed into the target partition sit below its end (its
+        // high watermark, above their commit marker): an end below them is
+        // a target that lost them, never a position to copy after.
+        if committed.next_target_offset > target_end {
+            return Err(WorkerError::TargetTruncated {
+                source_partition: partition,
+                target_end,
+                next_target_offset: committed.next_target_offset,
+                position_topic: settings.internal_topics.position.clone(),
+            });
+        }
         if committed.next_source_offset > end {
             return Err(WorkerError::SourceRewound {
                 source_partition: partition,
