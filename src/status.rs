@@ -42,7 +42,7 @@ use crate::offsets::topics_now::{check_topics, topics_now, Recreated};
 use crate::read::{is_deleted, poll_reader, reader_config, StallWatch};
 use crate::replication::layout::Layout;
 use crate::replication::membership::instance_of_client_id;
-use crate::replication::progress::{InternalTopics, ProgressRecord};
+use crate::replication::progress::{InternalTopics, ProgressEntry, ProgressRecord};
 use crate::replication::status_topic::LaneStatus;
 use crate::replication::watermarks;
 use crate::topics::filter::TopicFilter;
@@ -213,11 +213,13 @@ pub fn gather(options: &StatusOptions) -> anyhow::Result<StatusReport> {
         &topics.position,
         lanes,
         timeout,
-        |value| {
-            let record = ProgressRecord::decode(value).map_err(|e| {
+        |key, value| {
+            match ProgressEntry::decode(key, value).map_err(|e| {
                 anyhow::anyhow!("{} holds an unreadable record: {e}", topics.position)
-            })?;
-            positions.insert(record.source.clone(), record);
+            })? {
+                ProgressEntry::Record(record) => positions.insert(record.source.clone(), record),
+                ProgressEntry::Tombstone(source) => positions.remove(&source),
+            };
             Ok(())
         },
     )?;
@@ -233,12 +235,18 @@ pub fn gather(options: &StatusOptions) -> anyhow::Result<StatusReport> {
     // Status records, latest per lane.
     let mut lane_status: BTreeMap<u32, LaneStatus> = BTreeMap::new();
     if let Some(&n) = target_topics.get(&topics.status) {
-        read_topic(&target.connection, &topics.status, n, timeout, |value| {
-            if let Ok(status) = LaneStatus::decode(value) {
-                lane_status.insert(status.lane, status);
-            }
-            Ok(())
-        })?;
+        read_topic(
+            &target.connection,
+            &topics.status,
+            n,
+            timeout,
+            |_, value| {
+                if let Ok(status) = LaneStatus::decode(value.unwrap_or_default()) {
+                    lane_status.insert(status.lane, status);
+                }
+                Ok(())
+            },
+        )?;
     } else {
         notes.push(format!(
             "the target has no topic {}: no running eosmirror of this version has published stopped partitions or rates",
@@ -563,7 +571,7 @@ fn read_topic(
     topic: &str,
     partitions: i32,
     stall_limit: Duration,
-    mut visit: impl FnMut(&[u8]) -> anyhow::Result<()>,
+    mut visit: impl FnMut(Option<&[u8]>, Option<&[u8]>) -> anyhow::Result<()>,
 ) -> anyhow::Result<()> {
     let reader: BaseConsumer = reader_config(connection, "__eosmirror.status-reader", true)
         .set("queued.max.messages.kbytes", "16384")
@@ -591,7 +599,7 @@ fn read_topic(
         match stall.poll(&reader, Duration::from_millis(100)) {
             Some(Ok(message)) => {
                 stall.moved();
-                visit(message.payload().unwrap_or_default())?;
+                visit(message.key(), message.payload())?;
             }
             Some(Err(e)) if is_deleted(&e) => {
                 anyhow::bail!("{topic}: records were deleted while they were read; try again")

@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use eosmirror::wire::{InternalTopics, ProgressRecord};
 use eosmirror_state::SourcePartition;
-use support::mirror::{assert_exact_copy, wait_for_copy, MirrorSetup};
-use support::{bed, Isolation, TestRecord};
+use support::mirror::{assert_exact_copy, wait_for_copy, Mirror, MirrorSetup};
+use support::{bed, Isolation, TestBed, TestRecord};
 
 #[test]
 fn a_changed_alias_is_refused_instead_of_copying_again() {
@@ -40,6 +40,52 @@ fn a_changed_alias_is_refused_instead_of_copying_again() {
     assert_exact_copy(&bed.source, &bed.target, &topic);
 }
 
+/// Two partitions of 50 records each copied by a one-lane run, stopped.
+fn copied_two_partitions(bed: &TestBed, prefix: &str) -> (String, MirrorSetup) {
+    let topic = bed.source.create_topic(prefix, 2);
+    let records: Vec<TestRecord> = (0..100)
+        .map(|i| TestRecord::new(i % 2, &format!("k{i}"), &format!("v{i}")))
+        .collect();
+    bed.source.produce(&topic, &records);
+    let setup = MirrorSetup::new(&bed.source.bootstrap, &bed.target.bootstrap);
+    setup.copy_and_check(&topic, &["--lanes", "1"], &[&topic]);
+    (topic, setup)
+}
+
+/// Writes `value` (`None`: a tombstone) as partition 0's record of the
+/// setup's position topic, whose only partition is the one lane's.
+fn write_position(bed: &TestBed, setup: &MirrorSetup, topic: &str, value: Option<Vec<u8>>) {
+    bed.target.produce(
+        &InternalTopics::for_alias(&setup.alias).position,
+        &[TestRecord {
+            partition: 0,
+            key: Some(ProgressRecord::key(&SourcePartition::new(topic, 0))),
+            value,
+            headers: vec![],
+            timestamp: None,
+        }],
+    );
+}
+
+/// Starts the setup's one-lane run again with 20 new records in partition
+/// 1, and waits until it names `stop` and has copied partition 1.
+fn restarted_naming(bed: &TestBed, setup: &MirrorSetup, topic: &str, stop: &str) -> Mirror {
+    let more: Vec<TestRecord> = (100..120)
+        .map(|i| TestRecord::new(1, &format!("k{i}"), &format!("v{i}")))
+        .collect();
+    bed.source.produce(topic, &more);
+    let mut mirror = setup.start(topic, &["--lanes", "1"]);
+    mirror.wait_for_output(0, &[stop], Duration::from_secs(90));
+    wait_for_copy(
+        &bed.source,
+        &bed.target,
+        topic,
+        Duration::from_secs(90),
+        &mut mirror,
+    );
+    mirror
+}
+
 /// A target partition whose end fell below the copies its position
 /// records (an unclean leader election cut it; here the position is moved
 /// past the end instead, which a lane cannot tell apart) stops that
@@ -50,19 +96,14 @@ fn a_changed_alias_is_refused_instead_of_copying_again() {
 #[test]
 fn a_target_partition_that_lost_committed_copies_is_a_named_stop() {
     let bed = bed();
-    let topic = bed.source.create_topic("guard-truncated", 2);
-    let records: Vec<TestRecord> = (0..100)
-        .map(|i| TestRecord::new(i % 2, &format!("k{i}"), &format!("v{i}")))
-        .collect();
-    bed.source.produce(&topic, &records);
-    let setup = MirrorSetup::new(&bed.source.bootstrap, &bed.target.bootstrap);
-    setup.copy_and_check(&topic, &["--lanes", "1"], &[&topic]);
-
-    let position_topic = InternalTopics::for_alias(&setup.alias).position;
+    let (topic, setup) = copied_two_partitions(bed, "guard-truncated");
     let partition = SourcePartition::new(&topic, 0);
     let last = bed
         .target
-        .read_all(&position_topic, Isolation::ReadCommitted)
+        .read_all(
+            &InternalTopics::for_alias(&setup.alias).position,
+            Isolation::ReadCommitted,
+        )
         .into_iter()
         .filter_map(|r| r.value)
         .map(|value| ProgressRecord::decode(&value).unwrap())
@@ -75,36 +116,14 @@ fn a_target_partition_that_lost_committed_copies_is_a_named_stop() {
         next_target_offset: target_end + 10,
         ..last
     };
-    bed.target.produce(
-        &position_topic,
-        &[TestRecord {
-            partition: 0,
-            key: Some(ProgressRecord::key(&partition)),
-            value: Some(moved.encode()),
-            headers: vec![],
-            timestamp: None,
-        }],
-    );
+    write_position(bed, &setup, &topic, Some(moved.encode()));
 
-    let more: Vec<TestRecord> = (100..120)
-        .map(|i| TestRecord::new(1, &format!("k{i}"), &format!("v{i}")))
-        .collect();
-    bed.source.produce(&topic, &more);
-    let mut mirror = setup.start(&topic, &["--lanes", "1"]);
-    let output = mirror.wait_for_output(
-        0,
-        &[&format!(
-            "{topic}-0: the target partition ends at offset {target_end}"
-        )],
-        Duration::from_secs(90),
-    );
-    assert!(output.contains("--start.over"), "{output}");
-    wait_for_copy(
-        &bed.source,
-        &bed.target,
-        &topic,
-        Duration::from_secs(90),
-        &mut mirror,
+    let stop = format!("{topic}-0: the target partition ends at offset {target_end}");
+    let mut mirror = restarted_naming(bed, &setup, &topic, &stop);
+    assert!(
+        mirror.output().contains("--start.over"),
+        "{}",
+        mirror.output()
     );
     assert_ne!(
         mirror.stop(Duration::from_secs(90)),
@@ -117,4 +136,35 @@ fn a_target_partition_that_lost_committed_copies_is_a_named_stop() {
         target_end,
         "nothing may be copied into the partition after its lost copies"
     );
+}
+
+/// A tombstone in the compacted position topic (how Kafka's tools delete
+/// a key's record) deletes that partition's position: the partition is
+/// stopped by name as one whose target holds copies the target does not
+/// account for, and the lane copies its other partitions on. Before, the
+/// lane took the null value for a corrupt record and the whole run ended,
+/// at every restart until the cleaner removed the tombstone.
+#[test]
+fn a_deleted_position_stops_its_partition_only() {
+    let bed = bed();
+    let (topic, setup) = copied_two_partitions(bed, "guard-tombstone");
+    let (_, target_end) = bed.target.watermarks(&topic, 0);
+    write_position(bed, &setup, &topic, None);
+
+    let stop = format!("{topic}-0: the local state says");
+    let mut mirror = restarted_naming(bed, &setup, &topic, &stop);
+    assert!(
+        mirror
+            .output()
+            .contains("the target has no position for these topics"),
+        "{}",
+        mirror.output()
+    );
+    assert_ne!(
+        mirror.stop(Duration::from_secs(90)),
+        0,
+        "{}",
+        mirror.output()
+    );
+    assert_eq!(bed.target.watermarks(&topic, 0).1, target_end);
 }

@@ -10,7 +10,7 @@ use super::mapping::OffsetMap;
 use super::tail::{Needed, TailSearch};
 use crate::read::{RangeReader, Side};
 use crate::replication::layout::Layout;
-use crate::replication::progress::{InternalTopics, Lineage, ProgressRecord};
+use crate::replication::progress::{InternalTopics, Lineage, ProgressEntry, ProgressRecord};
 use eosmirror_state::SourcePartition;
 
 /// Offset mappings by source topic and partition.
@@ -339,11 +339,19 @@ pub fn read_positions(
     let mut latest = BTreeMap::new();
     let ranges = internal_topic_ranges(target, position_topic)?;
     for (partition, low, high) in holding(ranges, wanted) {
-        for_each_record(target, position_topic, partition, low, high, |record| {
-            let key = (record.source.topic.clone(), record.source.partition);
-            if wanted.contains(&key) {
-                latest.insert(key, record);
+        for_each_entry(target, position_topic, partition, low, high, |entry| {
+            let source = match &entry {
+                ProgressEntry::Record(record) => &record.source,
+                ProgressEntry::Tombstone(source) => source,
+            };
+            let key = (source.topic.clone(), source.partition);
+            if !wanted.contains(&key) {
+                return;
             }
+            match entry {
+                ProgressEntry::Record(record) => latest.insert(key, record),
+                ProgressEntry::Tombstone(_) => latest.remove(&key),
+            };
         })?;
     }
     Ok(latest)
@@ -377,7 +385,8 @@ fn holding(
 }
 
 /// Decodes the committed progress records of `topic`-`partition` in
-/// `[low, high)`, in order.
+/// `[low, high)`, in order; tombstones (the progress topic is not
+/// compacted: none of eosmirror's) are passed over.
 fn for_each_record(
     target: &Side,
     topic: &str,
@@ -386,6 +395,23 @@ fn for_each_record(
     high: i64,
     mut visit: impl FnMut(ProgressRecord),
 ) -> anyhow::Result<()> {
+    for_each_entry(target, topic, partition, low, high, |entry| {
+        if let ProgressEntry::Record(record) = entry {
+            visit(record);
+        }
+    })
+}
+
+/// Decodes the committed records and tombstones of `topic`-`partition` in
+/// `[low, high)`, in order.
+fn for_each_entry(
+    target: &Side,
+    topic: &str,
+    partition: i32,
+    low: i64,
+    high: i64,
+    mut visit: impl FnMut(ProgressEntry),
+) -> anyhow::Result<()> {
     if low >= high {
         return Ok(());
     }
@@ -393,9 +419,9 @@ fn for_each_record(
     for record in reader {
         let record = record?;
         let offset = record.offset;
-        let decoded = ProgressRecord::decode(record.value.as_deref().unwrap_or_default())
+        let entry = ProgressEntry::decode(record.key.as_deref(), record.value.as_deref())
             .with_context(|| format!("{topic}-{partition} offset {offset} is unreadable"))?;
-        visit(decoded);
+        visit(entry);
     }
     Ok(())
 }

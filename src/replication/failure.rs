@@ -19,7 +19,7 @@ pub enum WorkerError {
         first: i64,
         end_exclusive: i64,
     },
-    #[error("{source_partition}: the source partition ends at offset {source_end} but {next_source_offset} records were already copied: the source topic was deleted and recreated (or lost data). eosmirror will not guess; replicate the new topic under another target name or delete the target topic and the position record deliberately")]
+    #[error("{source_partition}: the source partition ends at offset {source_end} but {next_source_offset} records were already copied: the source topic was deleted and recreated (or lost data). eosmirror will not guess. To copy it again from its first record, delete the target topic, then restart with --start.over '{topic}'", topic = source_partition.topic)]
     SourceRewound {
         source_partition: SourcePartition,
         source_end: i64,
@@ -40,7 +40,7 @@ pub enum WorkerError {
         next_target_offset: i64,
         position_topic: String,
     },
-    #[error("{source_partition}: the target partition already holds committed records, but {position_topic} has no position for it: another tool copied into it, or --source.alias changed. Copying now would duplicate them. Use the alias of the earlier run, empty the target topic, or pass --target.allow.nonempty to append after the existing records")]
+    #[error("{source_partition}: the target partition already holds committed records, but {position_topic} has no position for it: another tool copied into it, --source.alias changed, or its position was deleted. Copying now would duplicate them. Use the alias of the earlier run, empty the target topic, or pass --target.allow.nonempty to append after the existing records")]
     TargetNotEmpty {
         source_partition: SourcePartition,
         position_topic: String,

@@ -24,7 +24,7 @@ use rdkafka::error::KafkaError;
 use rdkafka::message::{BorrowedMessage, Message};
 use rdkafka::{Offset, TopicPartitionList};
 
-use super::progress::ProgressRecord;
+use super::progress::{ProgressEntry, ProgressRecord};
 use crate::read::{is_deleted, offset_in, reader_config, Recovering, StallWatch};
 
 /// The committed position of a source partition, as the target records it.
@@ -129,21 +129,27 @@ pub fn read_lane_positions(
             on_progress();
             until_report = PROGRESS_EVERY;
         }
-        let record =
-            ProgressRecord::decode(message.payload().unwrap_or_default()).map_err(|e| {
-                ResumeError::Corrupt {
-                    topic: position_topic.to_string(),
-                    offset,
-                    reason: e.to_string(),
-                }
-            })?;
-        found.latest.insert(
-            record.source.clone(),
-            ResumePosition {
-                record,
-                position_offset: offset,
-            },
-        );
+        let entry = ProgressEntry::decode(message.key(), message.payload()).map_err(|e| {
+            ResumeError::Corrupt {
+                topic: position_topic.to_string(),
+                offset,
+                reason: e.to_string(),
+            }
+        })?;
+        match entry {
+            ProgressEntry::Record(record) => {
+                found.latest.insert(
+                    record.source.clone(),
+                    ResumePosition {
+                        record,
+                        position_offset: offset,
+                    },
+                );
+            }
+            ProgressEntry::Tombstone(source) => {
+                found.latest.remove(&source);
+            }
+        }
     }
 }
 

@@ -171,6 +171,29 @@ impl ProgressRecord {
     }
 }
 
+/// A record of an internal topic read back: a commit's record, or a
+/// tombstone. The position topic is compacted, and a tombstone (a null
+/// value under a partition's key) is how Kafka's tools delete a key's
+/// record: that partition has no position from there on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ProgressEntry {
+    Record(ProgressRecord),
+    Tombstone(SourcePartition),
+}
+
+impl ProgressEntry {
+    /// Reads a record's key and value; a null value is a tombstone of the
+    /// partition its key names.
+    pub fn decode(key: Option<&[u8]>, value: Option<&[u8]>) -> Result<ProgressEntry, DecodeError> {
+        match value {
+            Some(value) => ProgressRecord::decode(value).map(ProgressEntry::Record),
+            None => {
+                ProgressRecord::decode_key(key.unwrap_or_default()).map(ProgressEntry::Tombstone)
+            }
+        }
+    }
+}
+
 pub(crate) fn encode_versioned<T: Serialize>(value: &T) -> Vec<u8> {
     encode_with_version(FORMAT_VERSION, value)
 }
@@ -288,6 +311,22 @@ mod tests {
         assert_eq!(ProgressRecord::decode(&r.encode()).unwrap(), r);
         let key = ProgressRecord::key(&r.source);
         assert_eq!(ProgressRecord::decode_key(&key).unwrap(), r.source);
+    }
+
+    #[test]
+    fn a_null_value_is_a_tombstone_of_the_partition_its_key_names() {
+        let r = record();
+        let key = ProgressRecord::key(&r.source);
+        assert_eq!(
+            ProgressEntry::decode(Some(&key), Some(&r.encode())).unwrap(),
+            ProgressEntry::Record(r.clone())
+        );
+        assert_eq!(
+            ProgressEntry::decode(Some(&key), None).unwrap(),
+            ProgressEntry::Tombstone(r.source)
+        );
+        assert!(ProgressEntry::decode(None, None).is_err());
+        assert!(ProgressEntry::decode(Some(b"not a key"), None).is_err());
     }
 
     #[test]
