@@ -168,3 +168,31 @@ fn a_deleted_position_stops_its_partition_only() {
     );
     assert_eq!(bed.target.watermarks(&topic, 0).1, target_end);
 }
+
+/// A cache of topics replaced since, for a partition the target has no
+/// position of at all: the target lost its positions (its internal topics
+/// reset, or a target rebuilt under the same cluster id), and a start-over
+/// always leaves one. The partition is stopped by name. Before, the cache
+/// was forgotten as one of topics started over, and the partition was
+/// copied again from the source's first record without a word.
+#[test]
+fn a_cache_the_target_has_no_position_for_is_not_copied_again_from_the_start() {
+    let bed = bed();
+    let (topic, setup) = copied_two_partitions(bed, "guard-reset");
+    write_position(bed, &setup, &topic, None);
+    bed.target.delete_topic(&topic);
+
+    let (code, output) = setup.run_to_exit(&topic, &["--lanes", "1"], Duration::from_secs(90));
+    assert_ne!(code, 0, "{output}");
+    assert!(
+        output.contains(&format!(
+            "{topic}-0: the local state says source offsets up to 50 were copied, but the target has no position"
+        )),
+        "{output}"
+    );
+    assert_eq!(
+        bed.target.watermarks(&topic, 0).1,
+        0,
+        "nothing may be copied again from the start:\n{output}"
+    );
+}

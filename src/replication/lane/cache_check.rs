@@ -27,14 +27,20 @@ pub(super) enum CacheCheck {
 /// The cache only ever records a commit after the target took it, so a
 /// cache of today's topics ahead of the target (or a target with no
 /// position of today's topics) means the target lost committed data. A
-/// cache of other topics compares with nothing and is forgotten.
+/// cache of other topics compares with nothing and is forgotten, unless
+/// the target has no position of the partition at all.
 pub(super) fn check_cache(
     cached: &Checkpoint,
     current: &Lineage,
     target: Option<&ProgressRecord>,
 ) -> CacheCheck {
     if cached.incarnation != current.incarnation() {
-        return CacheCheck::Forget;
+        // A start-over always leaves a position of its topics: a target
+        // with none lost the cached commits (its positions were reset).
+        return match target {
+            Some(_) => CacheCheck::Forget,
+            None => CacheCheck::TargetLost { target_next: None },
+        };
     }
     let target_next = target
         .filter(|record| record.lineage == *current)
@@ -117,9 +123,19 @@ mod tests {
                 CacheCheck::Forget
             );
         }
+    }
+
+    /// A start-over writes its topics' position: a target with no position
+    /// of the partition lost the cached commits (its internal topics were
+    /// reset, or it is another cluster under the same cluster id), whatever
+    /// topics the cache is of.
+    #[test]
+    fn a_target_without_a_position_lost_the_cached_commits_of_any_topics() {
+        let before = lineage(1, 2);
+        let today = lineage(3, 4);
         assert_eq!(
             check_cache(&cached(&before, 100), &today, None),
-            CacheCheck::Forget
+            CacheCheck::TargetLost { target_next: None }
         );
     }
 
