@@ -211,6 +211,44 @@ fn a_different_lane_count_is_refused_with_the_count_to_use() {
     setup.copy_and_check(&topic, &["--lanes", "2"], &[&topic]);
 }
 
+/// Partitions added by hand to the internal topics pass the lane-count
+/// check with the new count, but each partition's position stays in the
+/// partition of the lane the old count gave it: the lane that reads it is
+/// stopped naming it, before any copy. Before, it was passed over, and the
+/// partition's new lane, finding no position, copied it again from the
+/// first record into a target that `--target.allow.nonempty` let it append
+/// to.
+#[test]
+fn positions_left_in_another_lanes_partition_stop_the_run() {
+    let bed = bed();
+    let topic = bed.source.create_topic("lanes-by-hand", 6);
+    bed.source.produce(&topic, &spread("a", 600, 6));
+    let setup = MirrorSetup::new(&bed.source.bootstrap, &bed.target.bootstrap);
+    setup.copy_and_check(&topic, &["--lanes", "1"], &[&topic]);
+    for internal in ["position", "progress"] {
+        bed.target
+            .add_partitions(&format!("__eosmirror.{internal}.{}", setup.alias), 2);
+    }
+
+    let before = committed(&topic);
+    let (code, output) = setup.run_to_exit(
+        &topic,
+        &["--lanes", "2", "--target.allow.nonempty"],
+        Duration::from_secs(60),
+    );
+    assert_ne!(code, 0, "{output}");
+    assert!(
+        output.contains("which --lanes 2 puts in another lane")
+            && output.contains("Copy under a new --source.alias"),
+        "{output}"
+    );
+    assert_eq!(
+        committed(&topic),
+        before,
+        "records were copied again:\n{output}"
+    );
+}
+
 /// Two instances of one deployment started at the same time with different
 /// `--lanes`: the one whose internal topics another instance created first,
 /// with another partition count, is refused before it copies anything

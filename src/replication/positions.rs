@@ -24,6 +24,7 @@ use rdkafka::error::KafkaError;
 use rdkafka::message::{BorrowedMessage, Message};
 use rdkafka::{Offset, TopicPartitionList};
 
+use super::layout::{Lane, Layout};
 use super::progress::{ProgressEntry, ProgressRecord};
 use crate::read::{is_deleted, offset_in, reader_config, Recovering, StallWatch};
 
@@ -40,7 +41,10 @@ impl ResumeError {
     /// Whether reading again cannot help: a record this eosmirror cannot
     /// decode (another format version, or damage) stays there.
     pub fn is_permanent(&self) -> bool {
-        matches!(self, ResumeError::Corrupt { .. })
+        matches!(
+            self,
+            ResumeError::Corrupt { .. } | ResumeError::OtherLane { .. }
+        )
     }
 }
 
@@ -83,6 +87,14 @@ pub enum ResumeError {
         offset: i64,
         reason: String,
     },
+    #[error("{topic}-{partition} holds at offset {offset} the position of {source_partition}, which --lanes {lanes} puts in another lane: partitions were added to the internal topics by hand after positions were written, and eosmirror does not move positions between lanes. Copy under a new --source.alias; nothing was copied")]
+    OtherLane {
+        topic: String,
+        partition: i32,
+        offset: i64,
+        source_partition: SourcePartition,
+        lanes: u32,
+    },
 }
 
 /// Reads the committed position records of `partition` of the position
@@ -94,7 +106,8 @@ pub enum ResumeError {
 pub fn read_lane_positions(
     target: &ClientConfig,
     position_topic: &str,
-    partition: i32,
+    lane: Lane,
+    layout: Layout,
     start_hint: Option<i64>,
     stall_limit: Duration,
     on_progress: &dyn Fn(),
@@ -103,6 +116,7 @@ pub fn read_lane_positions(
         topic: position_topic.to_string(),
         source: e,
     };
+    let partition = lane.internal_partition();
     let mut found = LanePositions::default();
     let (low, high) = watermarks(target, position_topic, partition, stall_limit).map_err(kafka)?;
     found.high_watermark = high;
@@ -136,6 +150,22 @@ pub fn read_lane_positions(
                 reason: e.to_string(),
             }
         })?;
+        let source = match &entry {
+            ProgressEntry::Record(record) => &record.source,
+            ProgressEntry::Tombstone(source) => source,
+        };
+        // The layout decides each partition's lane for good: a position
+        // here of another lane's partition means the partition count
+        // changed, and that lane would not find it.
+        if layout.lane_of(source) != lane {
+            return Err(ResumeError::OtherLane {
+                topic: position_topic.to_string(),
+                partition,
+                offset,
+                source_partition: source.clone(),
+                lanes: layout.lanes(),
+            });
+        }
         match entry {
             ProgressEntry::Record(record) => {
                 found.latest.insert(
@@ -388,9 +418,38 @@ mod tests {
             "positions",
             &[(ProgressRecord::key(&source), record.encode())],
         );
-        let read = || read_lane_positions(&connection, "positions", 0, None, TIMEOUT, &|| {});
+        let one_lane = Layout::new(1).unwrap();
+        let read = || {
+            read_lane_positions(
+                &connection,
+                "positions",
+                Lane(0),
+                one_lane,
+                None,
+                TIMEOUT,
+                &|| {},
+            )
+        };
         let found = read().unwrap();
         assert_eq!(found.latest[&source].record, record);
+
+        // With partitions added to the topic, orders-3 belongs to another
+        // lane than the one whose partition holds its position.
+        let two_lanes = Layout::new(2).unwrap();
+        let lane = two_lanes.lane_of(&source);
+        let other = Lane(1 - lane.0);
+        match read_lane_positions(
+            &connection,
+            "positions",
+            other,
+            two_lanes,
+            None,
+            TIMEOUT,
+            &|| {},
+        ) {
+            Err(e @ ResumeError::OtherLane { .. }) => assert!(e.is_permanent(), "{e}"),
+            other => panic!("expected another lane's position, got {other:?}"),
+        }
 
         records_deleted_under_the_next_fetch(&cluster);
         match read() {

@@ -66,7 +66,7 @@ pub enum TopicError {
     },
     #[error("target topic(s) have fewer partitions than their source: {}. Add partitions on the target (kafka-topics.sh --alter --partitions N) or run with --target.add.partitions; nothing was created or changed", .0.iter().map(|(t, s, d)| format!("{t} (source {s}, target {d})")).collect::<Vec<_>>().join(", "))]
     TooFewPartitions(Vec<(String, i32, i32)>),
-    #[error("internal topic {topic} has {partitions} partition(s), but this run uses --lanes {lanes}: the deployment of this --source.alias was started with --lanes {partitions} (each lane writes its own partition). Run with --lanes {partitions}. Changing the lane count of a deployment is not supported yet; nothing was created or changed")]
+    #[error("internal topic {topic} has {partitions} partition(s), but this run uses --lanes {lanes}: the deployment of this --source.alias was started with --lanes {partitions} (each lane writes its own partition), unless partitions were added to it by hand. Run with --lanes {partitions}. Changing the lane count of a deployment is not supported yet; nothing was created or changed")]
     Layout {
         topic: String,
         partitions: i32,

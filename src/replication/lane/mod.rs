@@ -429,7 +429,8 @@ impl LaneWorker {
         read_lane_positions(
             &self.target_reader(),
             &self.settings.internal_topics.position,
-            self.lane.internal_partition(),
+            self.lane,
+            self.settings.layout,
             start_hint,
             call_timeout(&self.settings),
             &|| self.health.progress(self.lane),
