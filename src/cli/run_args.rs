@@ -95,7 +95,8 @@ pub struct RunArgs {
     #[arg(
         long = "transaction.timeout.ms",
         env = "EOSMIRROR_TRANSACTION_TIMEOUT_MS",
-        default_value_t = 60_000
+        default_value_t = 60_000,
+        value_parser = clap::value_parser!(u64).range(1_000..)
     )]
     pub transaction_timeout_ms: u64,
 
@@ -113,11 +114,13 @@ pub struct RunArgs {
     )]
     pub park_idle_ms: u64,
 
-    /// How often new topics and partitions are looked for (ms).
+    /// How often new topics and partitions are looked for (ms). At least
+    /// 1000: each refresh asks both clusters for all their metadata.
     #[arg(
         long = "refresh.interval.ms",
         env = "EOSMIRROR_REFRESH_INTERVAL_MS",
-        default_value_t = 30_000
+        default_value_t = 30_000,
+        value_parser = clap::value_parser!(u64).range(1_000..)
     )]
     pub refresh_interval_ms: u64,
 
@@ -438,6 +441,17 @@ mod tests {
             error.contains("at least 1000, or 0 to never park"),
             "{error}"
         );
+    }
+
+    /// 0 made a tight loop of metadata requests against both clusters (a
+    /// refresh), or a transaction the target aborts at once.
+    #[test]
+    fn intervals_that_would_spin_or_abort_everything_are_refused() {
+        for flag in ["--refresh.interval.ms", "--transaction.timeout.ms"] {
+            let error = run_args(&[flag, "0"]).unwrap_err().to_string();
+            assert!(error.contains("0 is not in 1000.."), "{flag}: {error}");
+            assert!(run_args(&[flag, "1000"]).is_ok(), "{flag}");
+        }
     }
 
     #[test]
