@@ -751,9 +751,44 @@ fn include_and_exclude_select_exactly_the_named_topics() {
     );
 }
 
+/// A target topic made beforehand with LogAppendTime would replace every
+/// copy's timestamp with its append time: refused before anything is
+/// copied, naming the topic and the command that fixes it; after the fix
+/// the copy is exact, timestamps included.
+#[test]
+fn a_target_topic_that_stamps_append_times_is_refused_until_set_to_create_time() {
+    let bed = bed();
+    let topic = unique_name("edges-append-time");
+    bed.source.create_topic_with(&topic, 1, &[]);
+    bed.source.produce(&topic, &records("stamped", 0, 20));
+    bed.target
+        .create_topic_with(&topic, 1, &[("message.timestamp.type", "LogAppendTime")]);
+
+    let setup = MirrorSetup::new(&bed.source.bootstrap, &bed.target.bootstrap);
+    let (code, output) = setup.run_to_exit(&topic, &[], EXIT_LIMIT);
+    assert_ne!(code, 0, "{output}");
+    assert!(
+        output.contains(&format!(
+            "target topic(s) {topic} have message.timestamp.type=LogAppendTime"
+        )) && output.contains(&format!(
+            "--entity-name {topic} --add-config message.timestamp.type=CreateTime"
+        )),
+        "{output}"
+    );
+    assert_eq!(bed.target.watermarks(&topic, 0), (0, 0), "{output}");
+
+    bed.target
+        .set_topic_config(&topic, "message.timestamp.type", "CreateTime");
+    let mut mirror = setup.start(&topic, &[]);
+    wait_for_copy(&bed.source, &bed.target, &topic, COPY_LIMIT, &mut mirror);
+    assert_eq!(mirror.stop(EXIT_LIMIT), 0, "{}", mirror.output());
+    assert_exact_copy(&bed.source, &bed.target, &topic);
+}
+
 /// Settings set on a source topic (retention, cleanup policy, size limits)
-/// are set on the target topic eosmirror creates, and nothing else is; the
-/// timestamp type is deliberately not carried.
+/// are set on the target topic eosmirror creates, and nothing else is but
+/// CreateTime: the timestamp type is not carried (the copies keep the
+/// source's timestamps, whatever the target broker's default).
 #[test]
 fn topic_settings_are_carried_to_the_created_target_topic() {
     let bed = bed();
@@ -800,10 +835,11 @@ fn topic_settings_are_carried_to_the_created_target_topic() {
     let target_overrides = bed.target.topic_overrides(&topic);
     let expected: BTreeMap<String, String> = carried
         .iter()
+        .chain(&[("message.timestamp.type", "CreateTime")])
         .map(|(k, v)| (k.to_string(), v.to_string()))
         .collect();
     assert_eq!(
         target_overrides, expected,
-        "the target topic's own settings must be exactly the carried source settings"
+        "the target topic's own settings must be exactly the carried source settings, and CreateTime"
     );
 }

@@ -207,6 +207,7 @@ pub async fn run(
                 Err(
                     e @ RunError::Topics(
                         TopicError::TooFewPartitions(_)
+                        | TopicError::LogAppendTime { .. }
                         | TopicError::Layout { .. }
                         | TopicError::LayoutRaced { .. }
                         | TopicError::InternalTopics(_)

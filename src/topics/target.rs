@@ -31,9 +31,10 @@ use crate::replication::progress::InternalTopics;
 
 /// Topic settings carried from a source topic to the target topic eosmirror
 /// creates, when they are set on the source topic itself. Not carried:
-/// `message.timestamp.*` (the copy keeps source timestamps as CreateTime,
-/// and a window that held at the source may not hold later) and anything
-/// about placement or replication, which belongs to the target cluster.
+/// `message.timestamp.*` (the copy keeps source timestamps: a created topic
+/// is set to CreateTime, and a window that held at the source may not hold
+/// later) and anything about placement or replication, which belongs to
+/// the target cluster.
 const COPIED_SETTINGS: &[&str] = &[
     "cleanup.policy",
     "retention.ms",
@@ -86,6 +87,12 @@ pub enum TopicError {
     InternalTopicsNotDescribable {
         topics: String,
         code: RDKafkaErrorCode,
+        /// The rendered tool connection, for the command.
+        tools: String,
+    },
+    #[error("target topic(s) {} have message.timestamp.type=LogAppendTime: the target would replace every copy's timestamp with the time it was appended. Set CreateTime on each, e.g. `kafka-configs.sh {tools} --alter --entity-type topics --entity-name {} --add-config message.timestamp.type=CreateTime`; nothing was copied into them", .topics.join(", "), .topics[0])]
+    LogAppendTime {
+        topics: Vec<String>,
         /// The rendered tool connection, for the command.
         tools: String,
     },
@@ -411,9 +418,25 @@ pub async fn prepare_target(
         return Err(TopicError::InternalTopics(refusals));
     }
 
+    let present: Vec<&str> = decision
+        .present
+        .iter()
+        .map(|(t, _)| t.name.as_str())
+        .collect();
+    let appending = log_append_time_topics(target_admin, &present).await;
+    if !appending.is_empty() {
+        return Err(TopicError::LogAppendTime {
+            topics: appending,
+            tools: options.tools.to_string(),
+        });
+    }
+
     let mut new_topics = Vec::new();
     for topic in &decision.missing {
-        let settings = source_topic_settings(source_admin, &topic.name).await?;
+        let mut settings = source_topic_settings(source_admin, &topic.name).await?;
+        // Whatever the target broker's default: copies keep their
+        // source timestamps.
+        settings.push(("message.timestamp.type".into(), "CreateTime".into()));
         new_topics.push((topic, settings));
     }
 
@@ -561,6 +584,52 @@ pub(crate) async fn source_topic_settings(
         }
     }
     Ok(settings)
+}
+
+/// The `topics` on the target whose broker stamps records with their
+/// append time, replacing the timestamps copies carry. One DescribeConfigs
+/// request; best effort (the check needs DescribeConfigs on data topics,
+/// which copying does not): a refusal or error is logged and passes.
+async fn log_append_time_topics(
+    target_admin: &AdminClient<DefaultClientContext>,
+    topics: &[&str],
+) -> Vec<String> {
+    if topics.is_empty() {
+        return Vec::new();
+    }
+    let resources: Vec<ResourceSpecifier<'_>> =
+        topics.iter().map(|t| ResourceSpecifier::Topic(t)).collect();
+    let options = AdminOptions::new().request_timeout(Some(Duration::from_secs(30)));
+    let results = match target_admin
+        .describe_configs(resources.iter(), &options)
+        .await
+    {
+        Ok(results) => results,
+        Err(e) => {
+            tracing::warn!("could not check the timestamp type of the target topics: {e}");
+            return Vec::new();
+        }
+    };
+    let mut appending = Vec::new();
+    for result in results {
+        let resource = match result {
+            Ok(resource) => resource,
+            Err(code) => {
+                tracing::warn!("could not check the timestamp type of a target topic: {code}");
+                continue;
+            }
+        };
+        let OwnedResourceSpecifier::Topic(name) = resource.specifier else {
+            continue;
+        };
+        let log_append_time = resource.entries.iter().any(|e| {
+            e.name == "message.timestamp.type" && e.value.as_deref() == Some("LogAppendTime")
+        });
+        if log_append_time {
+            appending.push(name);
+        }
+    }
+    appending
 }
 
 /// Describes the internal topics that exist on the target (one

@@ -197,6 +197,21 @@ impl Cluster {
         }
     }
 
+    /// Sets `topic`'s own settings to exactly `key=value` (AlterConfigs
+    /// replaces the others it had).
+    pub fn set_topic_config(&self, topic: &str, key: &str, value: &str) {
+        use rdkafka::admin::{AlterConfig, ResourceSpecifier};
+        let options = AdminOptions::new().request_timeout(Some(BROKER_TIMEOUT));
+        let alter = AlterConfig::new(ResourceSpecifier::Topic(topic)).set(key, value);
+        let results = block_on(self.admin().alter_configs([&alter], &options))
+            .unwrap_or_else(|e| panic!("{}: alter configs of {topic}: {e}", self.name));
+        for result in results {
+            if let Err((_, code)) = result {
+                panic!("{}: alter configs of {topic}: {code}", self.name);
+            }
+        }
+    }
+
     /// The settings set on `topic` itself (DescribeConfigs entries whose
     /// source is the topic), by name.
     pub fn topic_overrides(&self, topic: &str) -> BTreeMap<String, String> {
