@@ -31,6 +31,20 @@ pub enum StateError {
         found: Box<ClusterIdentity>,
     },
 
+    /// The path holds something that is no store at all (another
+    /// program's files, a plain file: `--state.dir` pointed at the wrong
+    /// path). Moving it aside would take the user's files away, and sled
+    /// would write into it: refused, untouched.
+    #[error(
+        "--state.dir {dir} is {found}, not an eosmirror state dir. Point          --state.dir at an empty or new directory; nothing in {dir} was changed"
+    )]
+    NotAStateDir {
+        /// The path that was refused.
+        dir: PathBuf,
+        /// What is there, as a clause ("a file", "a directory of other files").
+        found: &'static str,
+    },
+
     /// Another process holds sled's lock on the directory. Moving the
     /// directory aside would pull it out from under a running instance, so
     /// this is reported instead of treated as corruption.

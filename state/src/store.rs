@@ -100,15 +100,20 @@ pub struct StateStore {
     runs: sled::Tree,
 }
 
+/// Files sled writes into every database directory it opens.
+const SLED_FILES: &[&str] = &["conf", "db"];
+
 impl StateStore {
     /// Opens the store in `dir` for the flow `identity`, creating it if
     /// `dir` is missing or empty.
     ///
-    /// A directory that is damaged, is not a store, or has an unknown format
-    /// version is renamed to `<dir>.corrupt-<unix-seconds>[-n]` and replaced
-    /// by a fresh store ([`OpenOutcome::Rebuilt`]). A store created for other
-    /// clusters is refused ([`StateError::ForeignStateDir`]) and so is one
-    /// locked by another process ([`StateError::Locked`]); neither is touched.
+    /// A store that is damaged, has no eosmirror header, or has an unknown
+    /// format version is renamed to `<dir>.corrupt-<unix-seconds>[-n]` and
+    /// replaced by a fresh store ([`OpenOutcome::Rebuilt`]). A store created
+    /// for other clusters is refused ([`StateError::ForeignStateDir`]), and
+    /// so are one locked by another process ([`StateError::Locked`]) and a
+    /// path that holds no sled database at all ([`StateError::NotAStateDir`]);
+    /// none is touched.
     pub fn open(
         dir: &Path,
         identity: &ClusterIdentity,
@@ -152,13 +157,24 @@ impl StateStore {
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
             Err(e) => return Err(inaccessible(e)),
             Ok(meta) if !meta.is_dir() => {
-                return Err(Unusable::Corrupt("it is not a directory".into()))
+                return Err(Unusable::Refused(StateError::NotAStateDir {
+                    dir: dir.to_owned(),
+                    found: "a file",
+                }))
             }
             Ok(_) => {}
         }
         // An empty directory is a new store (e.g. a freshly mounted volume).
         if fs::read_dir(dir).map_err(inaccessible)?.next().is_none() {
             return Ok(None);
+        }
+        // sled's own files mark a store (a damaged one is moved aside);
+        // without them the files are someone else's.
+        if !SLED_FILES.iter().any(|file| dir.join(file).exists()) {
+            return Err(Unusable::Refused(StateError::NotAStateDir {
+                dir: dir.to_owned(),
+                found: "a directory of other files",
+            }));
         }
 
         let db = match open_sled(dir) {

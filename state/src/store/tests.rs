@@ -183,26 +183,27 @@ fn foreign_identity_is_refused_and_left_untouched() {
     assert_eq!(store.checkpoint(&orders).unwrap(), Some(checkpoint(5, 5)));
 }
 
+/// `--state.dir` pointed at another program's directory: its files are
+/// neither moved nor written into.
 #[test]
-fn dir_of_random_files_is_moved_aside_and_rebuilt() {
+fn dir_of_other_files_is_refused_untouched() {
     let (_tmp, dir) = state_dir();
     fs::create_dir(&dir).unwrap();
-    fs::write(dir.join("notes.txt"), "not a sled database").unwrap();
+    fs::write(dir.join("consumer.properties"), "bootstrap.servers=x").unwrap();
 
-    // The trailing slash must not put the aside copy inside the directory.
-    let (store, outcome) = open(&dir.join(""));
-    let moved_to = assert_rebuilt(&dir, outcome, "header is missing");
-    assert_eq!(
-        fs::read_to_string(moved_to.join("notes.txt")).unwrap(),
-        "not a sled database"
+    // The trailing slash must not matter either.
+    let err = StateStore::open(&dir.join(""), &identity()).unwrap_err();
+    assert!(matches!(err, StateError::NotAStateDir { .. }), "{err}");
+    assert!(
+        err.to_string().contains("a directory of other files"),
+        "{err}"
     );
-    assert!(!dir.join("notes.txt").exists());
-    let orders = SourcePartition::new("orders", 0);
-    store
-        .record_commit(&orders, &checkpoint(1, 1), &[run(0, 0, 1)])
-        .unwrap();
-    drop(store);
-    assert_eq!(open(&dir).1, OpenOutcome::Reopened);
+    assert_eq!(listing(&dir), ["consumer.properties"]);
+    assert_eq!(
+        listing(dir.parent().unwrap()),
+        ["state"],
+        "nothing moved aside"
+    );
 }
 
 #[test]
@@ -239,13 +240,21 @@ fn garbage_sled_data_is_moved_aside_and_rebuilt() {
 }
 
 #[test]
-fn plain_file_instead_of_dir_is_moved_aside_and_rebuilt() {
+fn plain_file_instead_of_dir_is_refused_untouched() {
     let (_tmp, dir) = state_dir();
     fs::write(&dir, "oops").unwrap();
-    let (_store, outcome) = open(&dir);
-    let moved_to = assert_rebuilt(&dir, outcome, "not a directory");
-    assert!(moved_to.is_file());
-    assert!(dir.is_dir());
+    let err = StateStore::open(&dir, &identity()).unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("is a file, not an eosmirror state dir"),
+        "{err}"
+    );
+    assert_eq!(fs::read_to_string(&dir).unwrap(), "oops");
+    assert_eq!(
+        listing(dir.parent().unwrap()),
+        ["state"],
+        "nothing moved aside"
+    );
 }
 
 #[test]
