@@ -25,16 +25,18 @@ use crate::health::{Health, Verdict};
 /// (the recorder's own listener would do it; ours must).
 const UPKEEP_INTERVAL: Duration = Duration::from_secs(5);
 
-/// Binds `address` (an error names the address when it cannot) and serves
-/// the endpoint on the current tokio runtime until the process exits.
-pub async fn serve(
-    address: SocketAddr,
-    metrics: PrometheusHandle,
-    health: Arc<Health>,
-) -> anyhow::Result<()> {
-    let listener = TcpListener::bind(address)
-        .await
-        .map_err(|e| anyhow::anyhow!("starting the metrics endpoint on {address}: {e}"))?;
+/// Binds `address`; an error names the address. Done before anything else
+/// of a run, so a port in use is refused before clusters are asked or the
+/// state dir is touched.
+pub async fn bind(address: SocketAddr) -> anyhow::Result<TcpListener> {
+    TcpListener::bind(address).await.map_err(|e| {
+        anyhow::anyhow!("starting the metrics endpoint on {address} (--metrics.address): {e}")
+    })
+}
+
+/// Serves the endpoint on `listener`, on the current tokio runtime, until
+/// the process exits.
+pub fn serve(listener: TcpListener, metrics: PrometheusHandle, health: Arc<Health>) {
     let upkeep = metrics.clone();
     tokio::spawn(async move {
         loop {
@@ -60,7 +62,6 @@ pub async fn serve(
             });
         }
     });
-    Ok(())
 }
 
 fn respond(path: &str, metrics: &PrometheusHandle, health: &Health) -> Response<Full<Bytes>> {

@@ -305,6 +305,25 @@ fn commit_interval_the_transaction_timeout_would_cut_short_is_refused() {
     case.assert_nothing_written();
 }
 
+/// A metrics address whose port is taken: refused before the clusters are
+/// asked anything or the state dir is made. Before, the run found out only
+/// after connecting to both clusters and creating its state dir.
+#[test]
+fn metrics_address_in_use_is_refused_before_anything_is_written() {
+    let case = Case::new("cli-metrics-in-use");
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let address = taken.local_addr().unwrap().to_string();
+    let (code, output, _) = case.run(&["--metrics.address", &address], QUICK_LIMIT);
+    assert_failed(
+        code,
+        &output,
+        &[&format!(
+            "starting the metrics endpoint on {address} (--metrics.address)"
+        )],
+    );
+    case.assert_nothing_written();
+}
+
 /// A group pattern that is no regex: named with its option before anything
 /// runs, like a bad `--include`.
 #[test]

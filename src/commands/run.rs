@@ -91,6 +91,10 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
             args.transaction_timeout_ms,
         );
     }
+    let metrics_listener = match args.metrics_address {
+        Some(address) => Some(crate::endpoint::bind(address).await?),
+        None => None,
+    };
     // A batch collects for one commit interval, then flushes and commits.
     let ready_window = Duration::from_millis(2 * args.commit_interval_ms) + Duration::from_secs(10);
     let filter = args.topics.filter()?;
@@ -191,9 +195,9 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     }
 
     let health = Arc::new(Health::new(stall_limit, ready_window));
-    if let Some(address) = args.metrics_address {
+    if let Some(listener) = metrics_listener {
         let recorder = crate::metrics::install()?;
-        crate::endpoint::serve(address, recorder, Arc::clone(&health)).await?;
+        crate::endpoint::serve(listener, recorder, Arc::clone(&health));
     }
     let shutdown = Shutdown::default();
     shutdown.listen_for_signals()?;
