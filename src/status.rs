@@ -213,13 +213,22 @@ pub fn gather(options: &StatusOptions) -> anyhow::Result<StatusReport> {
         &topics.position,
         lanes,
         timeout,
-        |key, value| {
+        |partition, key, value| {
             match ProgressEntry::decode(key, value).map_err(|e| {
                 anyhow::anyhow!("{} holds an unreadable record: {e}", topics.position)
             })? {
-                ProgressEntry::Record(record) => positions.insert(record.source.clone(), record),
-                ProgressEntry::Tombstone(source) => positions.remove(&source),
-            };
+                ProgressEntry::Record(record) => {
+                    positions.insert(record.source.clone(), record);
+                }
+                // One written by hand into another lane's partition
+                // deletes nothing (the lanes pass it over too).
+                ProgressEntry::Tombstone(source)
+                    if layout.lane_of(&source).internal_partition() == partition =>
+                {
+                    positions.remove(&source);
+                }
+                ProgressEntry::Tombstone(_) => {}
+            }
             Ok(())
         },
     )?;
@@ -240,7 +249,7 @@ pub fn gather(options: &StatusOptions) -> anyhow::Result<StatusReport> {
             &topics.status,
             n,
             timeout,
-            |_, value| {
+            |_, _, value| {
                 if let Ok(status) = LaneStatus::decode(value.unwrap_or_default()) {
                     lane_status.insert(status.lane, status);
                 }
@@ -571,7 +580,7 @@ fn read_topic(
     topic: &str,
     partitions: i32,
     stall_limit: Duration,
-    mut visit: impl FnMut(Option<&[u8]>, Option<&[u8]>) -> anyhow::Result<()>,
+    mut visit: impl FnMut(i32, Option<&[u8]>, Option<&[u8]>) -> anyhow::Result<()>,
 ) -> anyhow::Result<()> {
     let reader: BaseConsumer = reader_config(connection, "__eosmirror.status-reader", true)
         .set("queued.max.messages.kbytes", "16384")
@@ -599,7 +608,7 @@ fn read_topic(
         match stall.poll(&reader, Duration::from_millis(100)) {
             Some(Ok(message)) => {
                 stall.moved();
-                visit(message.key(), message.payload())?;
+                visit(message.partition(), message.key(), message.payload())?;
             }
             Some(Err(e)) if is_deleted(&e) => {
                 anyhow::bail!("{topic}: records were deleted while they were read; try again")

@@ -7,8 +7,8 @@ mod support;
 use std::time::{Duration, Instant};
 
 use support::mirror::{
-    assert_exact_copy, fenced_restarts, fences_per_lane, lane_restarts, tail, wait_for_copy,
-    Mirror, MirrorSetup, MAX_ZOMBIE_FENCES,
+    assert_exact_copy, fenced_restarts, fences_per_lane, lane_restarts, remove, tail,
+    wait_for_copy, Mirror, MirrorSetup, MAX_ZOMBIE_FENCES,
 };
 use support::{bed, free_local_address, scrape_metrics, Isolation, TestRecord, TxnOutcome};
 
@@ -213,11 +213,14 @@ fn a_different_lane_count_is_refused_with_the_count_to_use() {
 
 /// Partitions added by hand to the internal topics pass the lane-count
 /// check with the new count, but each partition's position stays in the
-/// partition of the lane the old count gave it: the lane that reads it is
-/// stopped naming it, before any copy. Before, it was passed over, and the
-/// partition's new lane, finding no position, copied it again from the
-/// first record into a target that `--target.allow.nonempty` let it append
-/// to.
+/// partition of the lane the old count gave it: the lane that reads it
+/// stops the run naming it. Before, it was passed over: the run went on
+/// with the moved partitions stopped as "not empty" at best, and with
+/// `--target.allow.nonempty` it copied them again from the first record.
+/// A cold start (no state dir), so every lane reads its whole partition: a
+/// warm one reads from its cache's oldest position (its cache then stops a
+/// moved partition as lost data), and a fleet's other instances read from
+/// theirs, which may start past the old records (see ARCHITECTURE).
 #[test]
 fn positions_left_in_another_lanes_partition_stop_the_run() {
     let bed = bed();
@@ -230,16 +233,13 @@ fn positions_left_in_another_lanes_partition_stop_the_run() {
             .add_partitions(&format!("__eosmirror.{internal}.{}", setup.alias), 2);
     }
 
+    remove(&setup.state_dir);
     let before = committed(&topic);
-    let (code, output) = setup.run_to_exit(
-        &topic,
-        &["--lanes", "2", "--target.allow.nonempty"],
-        Duration::from_secs(60),
-    );
+    let (code, output) = setup.run_to_exit(&topic, &["--lanes", "2"], Duration::from_secs(60));
     assert_ne!(code, 0, "{output}");
     assert!(
         output.contains("which --lanes 2 puts in another lane")
-            && output.contains("Copy under a new --source.alias"),
+            && output.contains("This deployment cannot resume"),
         "{output}"
     );
     assert_eq!(

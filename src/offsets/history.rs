@@ -338,6 +338,7 @@ pub fn read_positions(
 ) -> anyhow::Result<BTreeMap<(String, i32), ProgressRecord>> {
     let mut latest = BTreeMap::new();
     let ranges = internal_topic_ranges(target, position_topic)?;
+    let layout = Layout::new(ranges.len() as u32).ok();
     for (partition, low, high) in holding(ranges, wanted) {
         for_each_entry(target, position_topic, partition, low, high, |entry| {
             let source = match &entry {
@@ -346,6 +347,12 @@ pub fn read_positions(
             };
             let key = (source.topic.clone(), source.partition);
             if !wanted.contains(&key) {
+                return;
+            }
+            // A tombstone written by hand into another lane's partition
+            // deletes nothing there (the lanes pass it over too).
+            let elsewhere = layout.is_some_and(|l| lane_partition(l, &key) != partition);
+            if elsewhere && matches!(entry, ProgressEntry::Tombstone(_)) {
                 return;
             }
             match entry {

@@ -87,7 +87,7 @@ pub enum ResumeError {
         offset: i64,
         reason: String,
     },
-    #[error("{topic}-{partition} holds at offset {offset} the position of {source_partition}, which --lanes {lanes} puts in another lane: partitions were added to the internal topics by hand after positions were written, and eosmirror does not move positions between lanes. Copy under a new --source.alias; nothing was copied")]
+    #[error("{topic}-{partition} holds at offset {offset} the position of {source_partition}, which --lanes {lanes} puts in another lane: partitions were added to the internal topics by hand after positions were written, and eosmirror does not move positions between lanes. This deployment cannot resume; a new one (another --source.alias) must copy into new, empty target topics")]
     OtherLane {
         topic: String,
         partition: i32,
@@ -150,23 +150,27 @@ pub fn read_lane_positions(
                 reason: e.to_string(),
             }
         })?;
-        let source = match &entry {
-            ProgressEntry::Record(record) => &record.source,
-            ProgressEntry::Tombstone(source) => source,
-        };
-        // The layout decides each partition's lane for good: a position
-        // here of another lane's partition means the partition count
-        // changed, and that lane would not find it.
-        if layout.lane_of(source) != lane {
-            return Err(ResumeError::OtherLane {
-                topic: position_topic.to_string(),
-                partition,
-                offset,
-                source_partition: source.clone(),
-                lanes: layout.lanes(),
-            });
-        }
         match entry {
+            // The layout decides each partition's lane for good: a position
+            // here of another lane's partition means the partition count
+            // changed, and that lane would not find it.
+            ProgressEntry::Record(record) if layout.lane_of(&record.source) != lane => {
+                return Err(ResumeError::OtherLane {
+                    topic: position_topic.to_string(),
+                    partition,
+                    offset,
+                    source_partition: record.source,
+                    lanes: layout.lanes(),
+                });
+            }
+            // A tombstone written here by hand deletes nothing: the
+            // partition's positions are in its lane's partition.
+            ProgressEntry::Tombstone(source) if layout.lane_of(&source) != lane => {
+                tracing::warn!(
+                    "{position_topic}-{partition} holds at offset {offset} a tombstone of {source}, whose positions are in partition {}: it deletes nothing",
+                    layout.lane_of(&source).internal_partition()
+                );
+            }
             ProgressEntry::Record(record) => {
                 found.latest.insert(
                     record.source.clone(),
@@ -355,7 +359,7 @@ mod tests {
     /// connection to it.
     fn cluster_with(
         topic: &str,
-        records: &[(Vec<u8>, Vec<u8>)],
+        records: &[(Vec<u8>, Option<Vec<u8>>)],
     ) -> (MockCluster<'static, DefaultProducerContext>, ClientConfig) {
         let cluster = MockCluster::new(1).expect("mock cluster");
         cluster.create_topic(topic, 1, 1).expect("mock topic");
@@ -363,9 +367,13 @@ mod tests {
         connection.set("bootstrap.servers", cluster.bootstrap_servers());
         let producer: BaseProducer = connection.create().expect("producer");
         for (key, value) in records {
-            producer
-                .send(BaseRecord::to(topic).partition(0).key(key).payload(value))
-                .expect("queue record");
+            let mut record = BaseRecord::<Vec<u8>, Vec<u8>>::to(topic)
+                .partition(0)
+                .key(key);
+            if let Some(value) = value {
+                record = record.payload(value);
+            }
+            producer.send(record).expect("queue record");
         }
         producer.flush(TIMEOUT).expect("flush");
         (cluster, connection)
@@ -380,7 +388,7 @@ mod tests {
 
     #[test]
     fn records_deleted_under_the_target_check_are_reported_as_deleted() {
-        let records = vec![(b"k".to_vec(), b"v".to_vec()); 3];
+        let records = vec![(b"k".to_vec(), Some(b"v".to_vec())); 3];
         let (cluster, connection) = cluster_with("data", &records);
         let watermarks = watermark_client(&connection).unwrap();
         assert!(
@@ -416,7 +424,7 @@ mod tests {
         };
         let (cluster, connection) = cluster_with(
             "positions",
-            &[(ProgressRecord::key(&source), record.encode())],
+            &[(ProgressRecord::key(&source), Some(record.encode()))],
         );
         let one_lane = Layout::new(1).unwrap();
         let read = || {
@@ -456,5 +464,59 @@ mod tests {
             Err(ResumeError::Deleted { topic, .. }) => assert_eq!(topic, "positions"),
             other => panic!("expected a deletion error, got {other:?}"),
         }
+    }
+
+    /// A tombstone deletes its partition's position when it is in that
+    /// partition's lane; one written by hand into another lane's
+    /// partition deletes nothing there and stops nothing.
+    #[test]
+    fn tombstones_delete_only_in_the_partitions_own_lane() {
+        let two_lanes = Layout::new(2).unwrap();
+        let of_lane = |topic: &str, lane: u32| {
+            (0..)
+                .map(|p| SourcePartition::new(topic, p))
+                .find(|p| two_lanes.lane_of(p) == Lane(lane))
+                .unwrap()
+        };
+        let (own, kept, other) = (
+            of_lane("orders", 0),
+            of_lane("kept", 0),
+            of_lane("orders", 1),
+        );
+        let position = |source: &SourcePartition| ProgressRecord {
+            source: source.clone(),
+            lineage: crate::replication::progress::Lineage {
+                source_cluster_id: "source".into(),
+                source_topic_id: crate::topics::identity::TopicId([1; 16]),
+                target_topic_id: crate::topics::identity::TopicId([2; 16]),
+            },
+            runs: Vec::new(),
+            next_source_offset: 15,
+            next_target_offset: 9,
+            instance: 42,
+            committed_at_ms: 0,
+        };
+        let (_cluster, connection) = cluster_with(
+            "positions",
+            &[
+                (ProgressRecord::key(&own), Some(position(&own).encode())),
+                (ProgressRecord::key(&kept), Some(position(&kept).encode())),
+                (ProgressRecord::key(&own), None),
+                (ProgressRecord::key(&other), None),
+            ],
+        );
+        let found = read_lane_positions(
+            &connection,
+            "positions",
+            Lane(0),
+            two_lanes,
+            None,
+            TIMEOUT,
+            &|| {},
+        )
+        .unwrap();
+        assert!(!found.latest.contains_key(&own), "deleted by its tombstone");
+        assert_eq!(found.latest[&kept].record, position(&kept));
+        assert_eq!(found.latest.len(), 1);
     }
 }

@@ -113,6 +113,8 @@ pub async fn run(
     // The latest refresh's partitions to copy, by lane.
     let mut by_lane: BTreeMap<Lane, Vec<SourcePartition>> = BTreeMap::new();
     let mut known: HashSet<SourcePartition> = HashSet::new();
+    // Partitions the latest refresh did not find, kept for one refresh.
+    let mut missed_once: HashSet<SourcePartition> = HashSet::new();
     let mut first_error: Option<RunError> = None;
     let mut first_refresh = true;
     let mut next_refresh = tokio::time::Instant::now();
@@ -170,7 +172,16 @@ pub async fn run(
                         }
                     }
                     by_lane.clear();
-                    let current: HashSet<SourcePartition> = partitions.into_iter().collect();
+                    let mut current: HashSet<SourcePartition> = partitions.into_iter().collect();
+                    // A partition missing from one answer may be a blip of
+                    // the metadata (a broker that just restarted): it
+                    // leaves after two refreshes without it.
+                    let missing: HashSet<SourcePartition> =
+                        known.difference(&current).cloned().collect();
+                    let first_miss: HashSet<SourcePartition> =
+                        missing.difference(&missed_once).cloned().collect();
+                    current.extend(first_miss.iter().cloned());
+                    missed_once = first_miss;
                     log_changes(&known, &current, layout);
                     // A partition that left (its topic deleted, or no
                     // longer matched) leaves its lane at the lane's next

@@ -7,6 +7,7 @@
 //! lose positions: see [`super::internal`]) leaves the target untouched.
 
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use rdkafka::admin::{
@@ -90,7 +91,7 @@ pub enum TopicError {
         /// The rendered tool connection, for the command.
         tools: String,
     },
-    #[error("target topic(s) {} have message.timestamp.type=LogAppendTime: the target would replace every copy's timestamp with the time it was appended. Set CreateTime on each, e.g. `kafka-configs.sh {tools} --alter --entity-type topics --entity-name {} --add-config message.timestamp.type=CreateTime`; nothing was copied into them", .topics.join(", "), .topics[0])]
+    #[error("target topic(s) {} have message.timestamp.type=LogAppendTime: the target would replace every copy's timestamp with the time it was appended. Set CreateTime on each, e.g. `kafka-configs.sh {tools} --alter --entity-type topics --entity-name {} --add-config message.timestamp.type=CreateTime`; nothing more is copied into them (copies made since such a setting was changed while running carry append times)", .topics.join(", "), .topics[0])]
     LogAppendTime {
         topics: Vec<String>,
         /// The rendered tool connection, for the command.
@@ -589,11 +590,18 @@ pub(crate) async fn source_topic_settings(
 /// The `topics` on the target whose broker stamps records with their
 /// append time, replacing the timestamps copies carry. One DescribeConfigs
 /// request; best effort (the check needs DescribeConfigs on data topics,
-/// which copying does not): a refusal or error is logged and passes.
+/// which copying does not): what could not be checked is logged once per
+/// process, and passes.
 async fn log_append_time_topics(
     target_admin: &AdminClient<DefaultClientContext>,
     topics: &[&str],
 ) -> Vec<String> {
+    static WARNED: AtomicBool = AtomicBool::new(false);
+    let warn_once = |unchecked: &str| {
+        if !WARNED.swap(true, Ordering::Relaxed) {
+            tracing::warn!("could not check the timestamp type of target topics ({unchecked}); a topic with message.timestamp.type=LogAppendTime would replace the copies' timestamps. Allow DescribeConfigs on them to eosmirror's target user to have it checked (logged once)");
+        }
+    };
     if topics.is_empty() {
         return Vec::new();
     }
@@ -606,28 +614,35 @@ async fn log_append_time_topics(
     {
         Ok(results) => results,
         Err(e) => {
-            tracing::warn!("could not check the timestamp type of the target topics: {e}");
+            warn_once(&e.to_string());
             return Vec::new();
         }
     };
     let mut appending = Vec::new();
-    for result in results {
+    let mut unchecked = Vec::new();
+    // Results come in the order of the request.
+    for (topic, result) in topics.iter().zip(results) {
         let resource = match result {
             Ok(resource) => resource,
             Err(code) => {
-                tracing::warn!("could not check the timestamp type of a target topic: {code}");
+                unchecked.push(format!("{topic}: {code}"));
                 continue;
             }
-        };
-        let OwnedResourceSpecifier::Topic(name) = resource.specifier else {
-            continue;
         };
         let log_append_time = resource.entries.iter().any(|e| {
             e.name == "message.timestamp.type" && e.value.as_deref() == Some("LogAppendTime")
         });
         if log_append_time {
-            appending.push(name);
+            appending.push(topic.to_string());
         }
+    }
+    if !unchecked.is_empty() {
+        let first: Vec<&str> = unchecked.iter().take(3).map(String::as_str).collect();
+        warn_once(&format!(
+            "{} of them, e.g. {}",
+            unchecked.len(),
+            first.join(", ")
+        ));
     }
     appending
 }
