@@ -119,12 +119,15 @@ fn a_target_partition_that_lost_committed_copies_is_a_named_stop() {
     write_position(bed, &setup, &topic, Some(moved.encode()));
 
     let stop = format!("{topic}-0: the target partition ends at offset {target_end}");
-    let mut mirror = restarted_naming(bed, &setup, &topic, &stop);
-    assert!(
-        mirror.output().contains("--start.over"),
-        "{}",
-        mirror.output()
-    );
+    let mirror = restarted_naming(bed, &setup, &topic, &stop);
+    assert_stopped_with(mirror, "--start.over", &topic, target_end);
+}
+
+/// `mirror`'s output has `needle`; stopped, it exits non-zero (a partition
+/// was stopped), and partition 0 still ends at `target_end`.
+fn assert_stopped_with(mut mirror: Mirror, needle: &str, topic: &str, target_end: i64) {
+    let output = mirror.output();
+    assert!(output.contains(needle), "{needle:?} missing:\n{output}");
     assert_ne!(
         mirror.stop(Duration::from_secs(90)),
         0,
@@ -132,9 +135,10 @@ fn a_target_partition_that_lost_committed_copies_is_a_named_stop() {
         mirror.output()
     );
     assert_eq!(
-        bed.target.watermarks(&topic, 0).1,
+        bed().target.watermarks(topic, 0).1,
         target_end,
-        "nothing may be copied into the partition after its lost copies"
+        "nothing may be copied into partition 0:\n{}",
+        mirror.output()
     );
 }
 
@@ -152,21 +156,13 @@ fn a_deleted_position_stops_its_partition_only() {
     write_position(bed, &setup, &topic, None);
 
     let stop = format!("{topic}-0: the local state says");
-    let mut mirror = restarted_naming(bed, &setup, &topic, &stop);
-    assert!(
-        mirror
-            .output()
-            .contains("the target has no position for these topics"),
-        "{}",
-        mirror.output()
+    let mirror = restarted_naming(bed, &setup, &topic, &stop);
+    assert_stopped_with(
+        mirror,
+        "the target has no position for these topics",
+        &topic,
+        target_end,
     );
-    assert_ne!(
-        mirror.stop(Duration::from_secs(90)),
-        0,
-        "{}",
-        mirror.output()
-    );
-    assert_eq!(bed.target.watermarks(&topic, 0).1, target_end);
 }
 
 /// A cache of topics replaced since, for a partition the target has no

@@ -406,10 +406,9 @@ mod tests {
         }
     }
 
-    #[test]
-    fn records_deleted_under_the_position_read_are_reported_as_deleted() {
-        let source = SourcePartition::new("orders", 3);
-        let record = ProgressRecord {
+    /// A position of `source` as a lane commits it.
+    fn position(source: &SourcePartition) -> ProgressRecord {
+        ProgressRecord {
             source: source.clone(),
             lineage: crate::replication::progress::Lineage {
                 source_cluster_id: "source".into(),
@@ -421,7 +420,13 @@ mod tests {
             next_target_offset: 9,
             instance: 42,
             committed_at_ms: 1_700_000_000_000,
-        };
+        }
+    }
+
+    #[test]
+    fn records_deleted_under_the_position_read_are_reported_as_deleted() {
+        let source = SourcePartition::new("orders", 3);
+        let record = position(&source);
         let (cluster, connection) = cluster_with(
             "positions",
             &[(ProgressRecord::key(&source), Some(record.encode()))],
@@ -483,19 +488,6 @@ mod tests {
             of_lane("kept", 0),
             of_lane("orders", 1),
         );
-        let position = |source: &SourcePartition| ProgressRecord {
-            source: source.clone(),
-            lineage: crate::replication::progress::Lineage {
-                source_cluster_id: "source".into(),
-                source_topic_id: crate::topics::identity::TopicId([1; 16]),
-                target_topic_id: crate::topics::identity::TopicId([2; 16]),
-            },
-            runs: Vec::new(),
-            next_source_offset: 15,
-            next_target_offset: 9,
-            instance: 42,
-            committed_at_ms: 0,
-        };
         let (_cluster, connection) = cluster_with(
             "positions",
             &[
