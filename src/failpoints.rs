@@ -87,9 +87,10 @@ pub const READ_CONNECTION_LOST: &str = "read::connection-lost";
 /// source transaction between them, where it is hard to hit.
 pub const CUTOVER_SLOW_LOOK: &str = "cutover::slow-look";
 
-/// A fault: discovery creates the target topics it found missing 10 s
-/// after it read the target's metadata, so that a test can create one
-/// meanwhile, as another instance started at the same time would.
+/// A fault: discovery creates the target topics it found missing, and adds
+/// the partitions it found missing, 10 s after it read the target's
+/// metadata, so that a test can do it meanwhile, as another instance
+/// started at the same time would.
 pub const TOPICS_SLOW_CREATE: &str = "topics::slow-create";
 
 /// A fault: the source's group listing holds no group, as a broker answers

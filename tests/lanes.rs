@@ -297,6 +297,45 @@ fn a_lane_count_raced_in_by_another_instance_is_refused_before_copying() {
     assert_eq!(committed(&topic), 0, "the refused run copied records");
 }
 
+/// Two instances with `--target.add.partitions` both grow a target topic
+/// whose source gained partitions: the broker refuses the second
+/// CreatePartitions (InvalidPartitions: the topic has them already), and
+/// that instance decides again on fresh metadata instead of failing its
+/// start. Here the test grows the topic while the instance waits at a
+/// fault point between reading the target's metadata and adding them.
+#[test]
+#[cfg_attr(
+    not(feature = "failpoints"),
+    ignore = "needs the fault points: cargo test --features eosmirror/failpoints"
+)]
+fn partitions_another_instance_added_meanwhile_are_taken_as_added() {
+    let bed = bed();
+    let topic = bed.source.create_topic("lanes-grown", 2);
+    bed.target.create_topic_with(&topic, 2, &[]);
+    bed.source.add_partitions(&topic, 4);
+    bed.source.produce(&topic, &spread("a", 400, 4));
+    let setup = MirrorSetup::new(&bed.source.bootstrap, &bed.target.bootstrap);
+    let mut mirror = setup.start_args_env(
+        &[
+            "--include",
+            &topic,
+            "--target.add.partitions",
+            "--commit.interval.ms",
+            "100",
+            // Only the first refresh may see the topic short, as in the race.
+            "--refresh.interval.ms",
+            "600000",
+        ],
+        &[("FAILPOINTS", "topics::slow-create=1*return")],
+    );
+    mirror.wait_for_output(0, &["fault point topics::slow-create"], PATIENCE);
+    bed.target.add_partitions(&topic, 4);
+
+    wait_for_copy(&bed.source, &bed.target, &topic, PATIENCE, &mut mirror);
+    assert_eq!(mirror.stop(PATIENCE), 0, "{}", tail(&mirror.output(), 30));
+    assert_exact_copy(&bed.source, &bed.target, &topic);
+}
+
 /// Positions written in another on-target format (an older eosmirror under
 /// the same alias) stop the run with the format named, instead of being
 /// read again and again.

@@ -83,9 +83,14 @@ impl MirrorMakerFlags {
             );
         }
         let mut notes = Vec::new();
+        if let (Some(n), Some(lanes)) = (self.num_streams, lanes) {
+            notes.push(format!(
+                "--num.streams {n} ignored: --lanes {lanes} is given"
+            ));
+        }
         if let (Some(n), None) = (self.num_streams, lanes) {
             notes.push(format!(
-                "--num.streams {n} taken as --lanes {n}: one source consumer and one transactional producer per lane"
+                "--num.streams {n} taken as --lanes {n}: one source consumer and one transactional producer per lane. Unlike MirrorMaker's per-process streams, the lane count is the whole deployment's (every instance of this --source.alias shares the lanes) and is fixed at its first start"
             ));
         }
         if self.new_consumer {
@@ -124,7 +129,14 @@ mod tests {
         };
         let notes = flags.check(None).unwrap();
         assert_eq!(notes.len(), 1);
-        assert!(notes[0].contains("--num.streams 4"));
+        assert!(
+            notes[0].contains("--num.streams 4 taken as --lanes 4")
+                && notes[0].contains("the whole deployment's"),
+            "{}",
+            notes[0]
+        );
+        let notes = flags.check(Some(2)).unwrap();
+        assert_eq!(notes, ["--num.streams 4 ignored: --lanes 2 is given"]);
     }
 
     #[test]

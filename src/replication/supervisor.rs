@@ -121,6 +121,8 @@ pub async fn run(
     // Internal-topic warnings already logged: each once per process, not at
     // every refresh.
     let mut warned: HashSet<Finding> = HashSet::new();
+    // Topics selected but left out as internal, each told once.
+    let mut told_left_out: HashSet<String> = HashSet::new();
     let stopped = &health.stopped;
     tokio::spawn(report_progress(
         Arc::clone(&health),
@@ -164,11 +166,21 @@ pub async fn run(
                 _ = shutdown.wait() => break,
             };
             match refreshed {
-                Ok((partitions, warnings)) => {
+                Ok(Refreshed {
+                    partitions,
+                    warnings,
+                    left_out,
+                }) => {
                     for warning in warnings {
                         if !warned.contains(&warning) {
                             tracing::warn!("{warning}");
                             warned.insert(warning);
+                        }
+                    }
+                    for topic in left_out {
+                        if !told_left_out.contains(&topic) {
+                            tracing::warn!(%topic, "the topic matches --include/--exclude but is not copied: a name starting with __ marks an internal topic (MirrorMaker 2 leaves them out by default too)");
+                            told_left_out.insert(topic);
                         }
                     }
                     by_lane.clear();
@@ -489,13 +501,24 @@ fn log_changes(
     }
 }
 
+/// What a refresh found.
+struct Refreshed {
+    /// The source partitions to copy.
+    partitions: Vec<SourcePartition>,
+    /// About the existing internal topics.
+    warnings: Vec<Finding>,
+    /// Source topics the patterns select but that are not copied (see
+    /// [`TopicFilter::left_out_as_internal`]).
+    left_out: Vec<String>,
+}
+
 /// Lists source partitions to replicate and makes the target ready for
-/// them; also returns the warnings about existing internal topics.
+/// them.
 async fn refresh(
     settings: &SupervisorSettings,
     workers: &WorkerSettings,
     clients: &Arc<DiscoveryClients>,
-) -> Result<(Vec<SourcePartition>, Vec<Finding>), RunError> {
+) -> Result<Refreshed, RunError> {
     let timeout = settings.metadata_timeout;
     let asked = Arc::clone(clients);
     let (source_counts, target_metadata) = tokio::task::spawn_blocking(move || {
@@ -507,6 +530,11 @@ async fn refresh(
     .await
     .expect("metadata task panicked")?;
     let topics = select(&source_counts, &settings.filter);
+    let left_out: Vec<String> = source_counts
+        .keys()
+        .filter(|t| settings.filter.left_out_as_internal(t))
+        .cloned()
+        .collect();
     if topics.is_empty() {
         tracing::warn!("no source topic matches --include/--exclude yet");
     }
@@ -540,13 +568,18 @@ async fn refresh(
         .iter()
         .flat_map(|t| (0..t.partitions).map(move |p| SourcePartition::new(&t.name, p)))
         .collect();
-    Ok((partitions, prepared.warnings))
+    Ok(Refreshed {
+        partitions,
+        warnings: prepared.warnings,
+        left_out,
+    })
 }
 
 /// Decides again, on fresh metadata, after another instance created topics
-/// this refresh was about to create: one started at the same time with
-/// another `--lanes` made the internal topics, and its refusal has to come
-/// before any lane copies.
+/// or added partitions this refresh was about to: one started at the same
+/// time with another `--lanes` made the internal topics, and its refusal
+/// has to come before any lane copies; one with `--target.add.partitions`
+/// grew a topic, which is fine once the target lists the partitions.
 async fn decide_again(
     settings: &SupervisorSettings,
     workers: &WorkerSettings,
@@ -556,18 +589,19 @@ async fn decide_again(
 ) -> Result<(), RunError> {
     let timeout = settings.metadata_timeout;
     let asked = Arc::clone(clients);
+    let awaited = created_meanwhile.clone();
     let now = tokio::task::spawn_blocking(move || {
         // The broker answering may list the topics a moment after the
         // controller refused to create them again.
         let deadline = Instant::now() + timeout;
         loop {
             let now = asked.target.metadata(timeout)?;
-            if created_meanwhile.iter().all(|t| now.topics.contains_key(t)) {
+            if awaited.iter().all(|t| now.topics.contains_key(t)) {
                 return Ok(now);
             }
             if Instant::now() >= deadline {
                 return Err(TopicError::CreatedUnlisted {
-                    topics: created_meanwhile.join(", "),
+                    topics: awaited.join(", "),
                     waited_secs: timeout.as_secs(),
                 });
             }
@@ -594,7 +628,24 @@ async fn decide_again(
         }
         .into()),
         Some(refusal) => Err(refusal.into()),
-        None => Ok(()),
+        // A topic grown meanwhile has every source partition now, unless
+        // the target refused the growth for another reason.
+        None => match decision
+            .too_few
+            .iter()
+            .find(|(topic, _, _)| created_meanwhile.contains(topic))
+        {
+            Some((topic, source, target)) => Err(TopicError::Admin {
+                operation: "add partitions",
+                topic: topic.clone(),
+                cluster: "target",
+                reason: format!(
+                    "the target refused it (InvalidPartitions) and lists {target} partition(s), {source} on the source"
+                ),
+            }
+            .into()),
+            None => Ok(()),
+        },
     }
 }
 

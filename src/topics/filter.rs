@@ -35,11 +35,32 @@ impl TopicFilter {
 
     /// Whether `topic` is replicated.
     pub fn matches(&self, topic: &str) -> bool {
-        !topic.starts_with("__")
-            && self.include.matches(topic)
-            && !self.exclude.as_ref().is_some_and(|e| e.matches(topic))
+        !topic.starts_with("__") && self.selects(topic)
+    }
+
+    /// Whether `topic` is selected by the patterns but not replicated
+    /// because its name starts with `__` (as MirrorMaker 2 leaves such
+    /// topics out by default, and unlike MirrorMaker 1), other than Kafka's
+    /// and eosmirror's own: worth telling a user who may expect it copied.
+    pub fn left_out_as_internal(&self, topic: &str) -> bool {
+        topic.starts_with("__")
+            && !KAFKAS_OWN.iter().any(|own| topic.starts_with(own))
+            && self.selects(topic)
+    }
+
+    fn selects(&self, topic: &str) -> bool {
+        self.include.matches(topic) && !self.exclude.as_ref().is_some_and(|e| e.matches(topic))
     }
 }
+
+/// Prefixes of the internal topics of Kafka itself and of eosmirror.
+const KAFKAS_OWN: &[&str] = &[
+    "__consumer_offsets",
+    "__transaction_state",
+    "__cluster_metadata",
+    "__share_group_state",
+    "__eosmirror.",
+];
 
 #[cfg(test)]
 mod tests {
@@ -75,6 +96,25 @@ mod tests {
         assert!(!all.matches("__transaction_state"));
         assert!(!all.matches("__eosmirror.progress.source"));
         assert!(!filter("__.*", None).matches("__consumer_offsets"));
+    }
+
+    /// Other tools' `__` topics are left out too, and said to be; Kafka's
+    /// and eosmirror's own go without a word.
+    #[test]
+    fn other_double_underscore_topics_are_left_out_and_told() {
+        let all = filter(".*", Some("__debezium-old.*"));
+        assert!(!all.matches("__debezium-heartbeat.db1"));
+        assert!(all.left_out_as_internal("__debezium-heartbeat.db1"));
+        assert!(!all.left_out_as_internal("__debezium-old.db1"), "excluded");
+        assert!(!all.left_out_as_internal("orders"), "copied");
+        for own in [
+            "__consumer_offsets",
+            "__transaction_state",
+            "__eosmirror.position.a",
+        ] {
+            assert!(!all.left_out_as_internal(own), "{own}");
+        }
+        assert!(!filter("orders", None).left_out_as_internal("__debezium-heartbeat.db1"));
     }
 
     #[test]

@@ -378,10 +378,12 @@ pub struct Prepared {
     /// partitions added): a broker answers for them only once it has loaded
     /// them, seconds later at thousands of partitions.
     pub new_partitions: Vec<SourcePartition>,
-    /// Topics another instance created between the metadata this decision
-    /// read and its CreateTopics: [`decide`] has to see them, with their
-    /// partition counts, before anything is copied (an instance started at
-    /// the same time with another `--lanes` made the internal topics).
+    /// Topics another instance created or grew between the metadata this
+    /// decision read and its CreateTopics or CreatePartitions: [`decide`]
+    /// has to see them, with their partition counts, before anything is
+    /// copied (an instance started at the same time with another `--lanes`
+    /// made the internal topics; one with `--target.add.partitions` grew a
+    /// topic).
     pub created_meanwhile: Vec<String>,
 }
 
@@ -466,14 +468,16 @@ pub async fn prepare_target(
     }
     let mut new_partitions = Vec::new();
     let mut created_meanwhile = Vec::new();
+    if (!creations.is_empty() || !decision.too_few.is_empty())
+        && fault_armed(failpoints::TOPICS_SLOW_CREATE)
+    {
+        tracing::warn!(
+            "fault point {}: the topics and partitions are created 10 s late",
+            failpoints::TOPICS_SLOW_CREATE
+        );
+        tokio::time::sleep(Duration::from_secs(10)).await;
+    }
     if !creations.is_empty() {
-        if fault_armed(failpoints::TOPICS_SLOW_CREATE) {
-            tracing::warn!(
-                "fault point {}: the topics are created 10 s late",
-                failpoints::TOPICS_SLOW_CREATE
-            );
-            tokio::time::sleep(Duration::from_secs(10)).await;
-        }
         let results = target_admin
             .create_topics(creations.iter(), &admin_options)
             .await
@@ -520,6 +524,10 @@ pub async fn prepare_target(
                         );
                     }
                 }
+                // Another instance added them meanwhile (the count asked
+                // for is no longer above the topic's): checked by the
+                // caller against fresh metadata.
+                Err((name, RDKafkaErrorCode::InvalidPartitions)) => created_meanwhile.push(name),
                 Err((name, code)) => {
                     return Err(admin_error("add partitions", &name, code.to_string()))
                 }
