@@ -13,7 +13,7 @@ use super::TopicPartition;
 pub enum ApplyError {
     #[error("group {group:?} has {} active member(s) on the target ({}); translated offsets are only committed to a group nobody consumes with: stop those consumers first (a static member, one with group.instance.id, stays in the group until its session.timeout.ms has passed after its consumer stopped)", members.len(), members.join(", "))]
     ActiveMembers { group: String, members: Vec<String> },
-    #[error("group {group:?}: applying would move the target group backwards ({}); nothing was committed. Pass --allow-rewind to do it anyway", describe_rewinds(rewinds))]
+    #[error("group {group:?}: applying would move the target group backwards ({}); nothing was committed. To do it anyway, pass --allow-rewind to `translate --group {group} --apply`, `cutover` or `failover` (group sync in `run` never moves a group backwards)", describe_rewinds(rewinds))]
     Rewind {
         group: String,
         /// (partition, current target offset, translated offset).

@@ -55,6 +55,16 @@ pub fn plan_mapped(i: &PlanInputs<'_>) -> Plan {
     let no_history = |from: i64, to: i64| {
         format!("no offset mapping for target offsets [{from}, {to}): the progress topic's retention (--progress.retention.ms of `run`) deleted it; verify a later range with --since or --last")
     };
+    // Copies of source offsets [first copied, `to`) that the mapping knows
+    // but the target no longer holds (its retention, or DeleteRecords):
+    // those source records would never be read, and the range would look
+    // whole.
+    let copies_deleted = |to: i64| {
+        map.first_source()
+            .map(|first| first.max(i.source.low))
+            .filter(|&from| from < to)
+            .map(|from| format!("the copies of source offsets [{from}, {to}) were deleted from the target (retention or DeleteRecords on the target), so those records are not compared; verify what the target still holds with --since or --last"))
+    };
 
     if i.copied_after_snapshot && i.target.high > i.target.low {
         // Copies whose extent no mapping kept says: nothing can be judged,
@@ -77,6 +87,7 @@ pub fn plan_mapped(i: &PlanInputs<'_>) -> Plan {
                     unverifiable.push(no_history(i.target.low, t));
                     (s, t)
                 } else {
+                    unverifiable.extend(copies_deleted(s));
                     (s, i.target.low)
                 }
             }
@@ -90,6 +101,8 @@ pub fn plan_mapped(i: &PlanInputs<'_>) -> Plan {
                     .max(i.target.low);
                 if i.history_truncated && unmapped_to > i.target.low {
                     unverifiable.push(no_history(i.target.low, unmapped_to));
+                } else if let Some(p) = position {
+                    unverifiable.extend(copies_deleted(p));
                 }
                 (position.unwrap_or(i.source.low), unmapped_to)
             }
@@ -233,6 +246,43 @@ mod tests {
             ..inputs(&m, Range::Since(7))
         });
         assert_eq!((p.source_from, p.source_to), (100, 100));
+    }
+
+    /// The target's retention (or DeleteRecords) deleted copies the
+    /// source still holds: those source records are not read, and the
+    /// range says so instead of looking whole.
+    #[test]
+    fn copies_deleted_from_the_target_make_their_range_unverifiable() {
+        let m = copied();
+        let p = plan_mapped(&PlanInputs {
+            target: Watermarks { low: 60, high: 102 },
+            ..inputs(&m, Range::All)
+        });
+        assert_eq!((p.source_from, p.target_from), (59, 60));
+        assert_eq!(p.unverifiable.len(), 1, "{:?}", p.unverifiable);
+        assert!(
+            p.unverifiable[0]
+                .contains("copies of source offsets [0, 59) were deleted from the target"),
+            "{}",
+            p.unverifiable[0]
+        );
+        // Every copy gone.
+        let p = plan_mapped(&PlanInputs {
+            target: Watermarks {
+                low: 102,
+                high: 102,
+            },
+            ..inputs(&m, Range::All)
+        });
+        assert_eq!((p.source_from, p.source_to), (100, 100));
+        assert!(
+            p.unverifiable
+                .iter()
+                .any(|u| u
+                    .contains("copies of source offsets [0, 100) were deleted from the target")),
+            "{:?}",
+            p.unverifiable
+        );
     }
 
     #[test]
