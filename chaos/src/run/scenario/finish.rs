@@ -115,32 +115,57 @@ impl<'a> Run<'a> {
     /// The judge's verdict. Records it counts lost are looked up in the
     /// source's log: one the source does not hold either was lost before
     /// eosmirror could read it, and is reported as absent at the source.
-    /// Duplicates are the source's own when the copy equals the source
-    /// record for record. Neither is done when the source topic was
-    /// recreated (its old records are gone by design), nor when the source
-    /// cannot be read (they stay anomalies).
+    ///
+    /// Then the copy is compared with the source record for record, which
+    /// the judge's ledger cannot do alone: it knows writes whose outcome at
+    /// the source was uncertain (a commit cut off by a broker kill) only as
+    /// allowed, not as committed or aborted, and it orders records only per
+    /// key and per producer. Any difference is a deviation; with none,
+    /// duplicates the judge counted are the source's own. Not done when
+    /// the source topic was recreated (its old records are gone by design)
+    /// or records were deleted from it (a gap: the copy holds some the
+    /// source no longer does).
     fn verdict(&mut self, ledger: &Ledger) -> Verdict {
         let mut verdict = self.verdict_of_lost(ledger);
-        if verdict.total.duplicated > 0 && !self.sc.kinds.contains(&FaultKind::SourceTopicRecreated)
-        {
-            let topics = TopicPair {
-                source: self.topic.clone(),
-                target: self.topic.clone(),
-            };
-            match compare_topic(
-                &self.cfg.source.checker_side(),
-                &self.cfg.target.checker_side(),
-                &topics,
-                Duration::from_secs(120),
-            ) {
-                Ok(reports) if reports.iter().all(|r| r.first_difference.is_none()) => {
-                    verdict.duplicates_held_by_source()
+        let compared = !self
+            .sc
+            .kinds
+            .iter()
+            .any(|k| matches!(k, FaultKind::SourceTopicRecreated | FaultKind::SourceGap));
+        if !compared {
+            return verdict;
+        }
+        let topics = TopicPair {
+            source: self.topic.clone(),
+            target: self.topic.clone(),
+        };
+        match compare_topic(
+            &self.cfg.source.checker_side(),
+            &self.cfg.target.checker_side(),
+            &topics,
+            Duration::from_secs(120),
+        ) {
+            Ok(reports) => {
+                let differences: Vec<String> = reports
+                    .iter()
+                    .filter_map(|r| {
+                        r.first_difference
+                            .as_ref()
+                            .map(|d| format!("partition {}: {d:?}", r.partition))
+                    })
+                    .collect();
+                if differences.is_empty() {
+                    verdict.duplicates_held_by_source();
+                } else {
+                    self.deviations.push(format!(
+                        "the copy differs from the source record for record: {}",
+                        differences.join("; ")
+                    ));
                 }
-                Ok(_) => {}
-                Err(e) => self.deviations.push(format!(
-                    "could not compare the copy with the source to check the duplicates: {e}"
-                )),
             }
+            Err(e) => self.deviations.push(format!(
+                "could not compare the copy with the source record for record: {e}"
+            )),
         }
         verdict
     }
