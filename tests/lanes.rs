@@ -249,6 +249,26 @@ fn positions_left_in_another_lanes_partition_stop_the_run() {
     );
 }
 
+/// Starts a run of `topic` with `extra` that stops at the fault point
+/// between reading the target's metadata and creating topics or adding
+/// partitions, and waits until it is there: what the test does meanwhile
+/// is what another instance started at the same time would do.
+fn waiting_to_create(setup: &MirrorSetup, topic: &str, extra: &[&str]) -> Mirror {
+    let mut args = vec![
+        "--include",
+        topic,
+        "--commit.interval.ms",
+        "100",
+        // Only the first refresh may see the target as it was, as in the race.
+        "--refresh.interval.ms",
+        "600000",
+    ];
+    args.extend_from_slice(extra);
+    let mut mirror = setup.start_args_env(&args, &[("FAILPOINTS", "topics::slow-create=1*return")]);
+    mirror.wait_for_output(0, &["fault point topics::slow-create"], PATIENCE);
+    mirror
+}
+
 /// Two instances of one deployment started at the same time with different
 /// `--lanes`: the one whose internal topics another instance created first,
 /// with another partition count, is refused before it copies anything
@@ -267,21 +287,7 @@ fn a_lane_count_raced_in_by_another_instance_is_refused_before_copying() {
     let setup = MirrorSetup::new(&bed.source.bootstrap, &bed.target.bootstrap);
     let position = format!("__eosmirror.position.{}", setup.alias);
     let progress = format!("__eosmirror.progress.{}", setup.alias);
-    let mut mirror = setup.start_args_env(
-        &[
-            "--include",
-            &topic,
-            "--lanes",
-            "4",
-            "--commit.interval.ms",
-            "100",
-            // Only the first refresh may see the topics, as in the race.
-            "--refresh.interval.ms",
-            "600000",
-        ],
-        &[("FAILPOINTS", "topics::slow-create=1*return")],
-    );
-    mirror.wait_for_output(0, &["fault point topics::slow-create"], PATIENCE);
+    let mut mirror = waiting_to_create(&setup, &topic, &["--lanes", "4"]);
     bed.target
         .create_topic_with(&position, 2, &[("cleanup.policy", "compact")]);
     bed.target.create_topic_with(&progress, 2, &[]);
@@ -315,20 +321,7 @@ fn partitions_another_instance_added_meanwhile_are_taken_as_added() {
     bed.source.add_partitions(&topic, 4);
     bed.source.produce(&topic, &spread("a", 400, 4));
     let setup = MirrorSetup::new(&bed.source.bootstrap, &bed.target.bootstrap);
-    let mut mirror = setup.start_args_env(
-        &[
-            "--include",
-            &topic,
-            "--target.add.partitions",
-            "--commit.interval.ms",
-            "100",
-            // Only the first refresh may see the topic short, as in the race.
-            "--refresh.interval.ms",
-            "600000",
-        ],
-        &[("FAILPOINTS", "topics::slow-create=1*return")],
-    );
-    mirror.wait_for_output(0, &["fault point topics::slow-create"], PATIENCE);
+    let mut mirror = waiting_to_create(&setup, &topic, &["--target.add.partitions"]);
     bed.target.add_partitions(&topic, 4);
 
     wait_for_copy(&bed.source, &bed.target, &topic, PATIENCE, &mut mirror);
