@@ -339,6 +339,93 @@ fn translate_idle_partitions_after_their_progress_records_expired() {
     }
 }
 
+/// A group caught up on a source transaction's commit marker (a consumer
+/// commits the offset after its last record, the marker's) translates to
+/// the replicated tail after the progress topic's retention deleted the
+/// history of the copies: the position record says where the copies end,
+/// so nothing is known to lie between them and the position past the
+/// marker. Copying goes on and the group reads exactly the new records.
+#[test]
+fn a_group_on_the_marker_after_the_last_copy_translates_after_the_history_expired() {
+    let bed = bed();
+    let topic = bed.source.create_topic("groups-on-marker", 2);
+    let first: Vec<TestRecord> = (0..10).map(|i| record(0, "txn", i)).collect();
+    bed.source
+        .produce_transaction(&topic, &first, TxnOutcome::Commit);
+    let setup = MirrorSetup::new(&bed.source.bootstrap, &bed.target.bootstrap);
+    // One lane: a later batch of partition 1 records how far the lane's
+    // consumer read past partition 0's marker.
+    let mut mirror = setup.start(&topic, &["--lanes", "1"]);
+    wait_for_copy(
+        &bed.source,
+        &bed.target,
+        &topic,
+        Duration::from_secs(90),
+        &mut mirror,
+    );
+    bed.source.produce(&topic, &[record(1, "plain", 0)]);
+    wait_for_copy(
+        &bed.source,
+        &bed.target,
+        &topic,
+        Duration::from_secs(90),
+        &mut mirror,
+    );
+    let position_topic = InternalTopics::for_alias(&setup.alias).position;
+    let position_of_0 = || {
+        bed.target
+            .read_all(&position_topic, Isolation::ReadCommitted)
+            .into_iter()
+            .filter_map(|r| r.value)
+            .map(|value| ProgressRecord::decode(&value).unwrap())
+            .rfind(|p| p.source.topic == topic && p.source.partition == 0)
+    };
+    let position = mirror.wait_until(
+        Duration::from_secs(60),
+        Duration::from_millis(500),
+        || position_of_0().filter(|p| p.next_source_offset == 11),
+        |out| {
+            format!(
+                "partition 0's position never moved past its marker to 11: {:?}\n{out}",
+                position_of_0()
+            )
+        },
+    );
+    assert_eq!((position.copies_end, position.next_target_offset), (10, 10));
+    assert_eq!(
+        mirror.stop(Duration::from_secs(60)),
+        0,
+        "{}",
+        mirror.output()
+    );
+
+    let group = unique_name("group-on-marker");
+    bed.source
+        .commit_group(&group, &[(&topic, 0, 10), (&topic, 1, 1)]);
+    let progress = InternalTopics::for_alias(&setup.alias).progress;
+    let (_, progress_end) = bed.target.watermarks(&progress, 0);
+    bed.target.delete_records(&progress, 0, progress_end);
+
+    let (code, stdout, stderr) = setup.command("translate", &["--group", &group, "--apply"]);
+    assert_eq!(code, 0, "{stdout}\n{stderr}");
+    assert_eq!(stdout.matches("(replicated tail").count(), 2, "{stdout}");
+    assert_eq!(stdout.matches("[applied;").count(), 2, "{stdout}");
+
+    let second: Vec<TestRecord> = (0..6).map(|i| record(i as i32 % 2, "new", i)).collect();
+    bed.source.produce(&topic, &second);
+    setup.copy_and_check(&topic, &["--lanes", "1"], &[&topic]);
+    let source = bed.source.read_all(&topic, Isolation::ReadCommitted);
+    let on_target = resume_as_group(&bed.target, &group, &topic, 2);
+    for (p, from) in [(0, 10), (1, 1)] {
+        assert_eq!(
+            contents(&on_target[&p]),
+            contents(&remaining(&source, p, from)),
+            "{topic}-{p} from source offset {from}"
+        );
+        assert_eq!(on_target[&p].len(), 3);
+    }
+}
+
 /// Retention of one lane's history says nothing of another lane's. A
 /// group behind a partition's first copy (the source's retention took
 /// those records before they were copied) translates to that copy when

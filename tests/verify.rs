@@ -310,6 +310,7 @@ fn fake_copy(topic: &str, alias: &str, writes: &[(i64, &ReadRecord)]) {
         },
         runs,
         next_source_offset: writes.iter().map(|(s, _)| s + 1).max().unwrap_or(0),
+        copies_end: writes.iter().map(|(s, _)| s + 1).max().unwrap_or(0),
         next_target_offset: writes.len() as i64,
         instance: 7,
         committed_at_ms: 0,

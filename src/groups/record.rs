@@ -9,7 +9,7 @@ use anyhow::Context;
 use serde::{Deserialize, Serialize};
 
 use crate::read::{RangeReader, Side};
-use crate::replication::progress::{decode_body, encode_with_version, DecodeError, FORMAT_VERSION};
+use crate::replication::progress::{decode_body, encode_with_version, DecodeError};
 use crate::topics::identity::TopicId;
 
 /// A source group's committed offsets, as last observed.
@@ -90,7 +90,7 @@ impl GroupsTopicRecord {
 const GROUPS_FORMAT_VERSION: u8 = 4;
 
 /// The version of the records written before, without topic ids.
-const WITHOUT_TOPIC_IDS: u8 = FORMAT_VERSION;
+const WITHOUT_TOPIC_IDS: u8 = 3;
 
 /// The groups topic's records as version 3 wrote them.
 mod without_ids {

@@ -84,8 +84,8 @@ pub fn translate(
         return Err(Untranslatable::NothingReplicated);
     };
     // With the history truncated, nothing is known below the first run kept
-    // (or, with none kept, below the replicated position).
-    let first_known = map.first_source().unwrap_or(position);
+    // (or, with none kept, below the end of the copies).
+    let first_known = map.first_known_source().unwrap_or(position);
     if history_truncated && source_offset < first_known {
         return Err(Untranslatable::MappingExpired {
             offset: source_offset,
@@ -188,6 +188,31 @@ mod tests {
         // Complete history: offsets before the first copy are source data
         // that never existed or was deleted before copying.
         assert_eq!(translate(&m, false, 10).unwrap().target_offset, 60);
+    }
+
+    /// Source 0..10 copied to target 0..10 (marker at 10); the source's
+    /// marker at 10 read past, so the position is 11. With the history
+    /// expired, the position record alone says nothing was copied from 10
+    /// on: a group caught up on that marker belongs at the tail.
+    #[test]
+    fn a_group_on_the_marker_after_the_last_copy_translates_without_history() {
+        let mut m = OffsetMap::default();
+        m.add_position(&crate::replication::progress::tests::position_at(
+            11, 10, 11,
+        ));
+        m.seal();
+        let t = translate(&m, true, 10).unwrap();
+        assert_eq!(
+            (t.target_offset, t.kind, t.rereads),
+            (11, TranslationKind::Tail, 0)
+        );
+        assert_eq!(
+            translate(&m, true, 9),
+            Err(Untranslatable::MappingExpired {
+                offset: 9,
+                first_mapped: 10
+            })
+        );
     }
 
     /// An idle partition whose progress records all expired: only its

@@ -71,11 +71,7 @@ pub fn read_mappings_as_of(
         for (key, position) in read_positions(target, &topics.position, &expired)? {
             let mut map = OffsetMap::default();
             if position.next_target_offset <= ends[&key] {
-                map.add(
-                    &[],
-                    position.next_source_offset,
-                    position.next_target_offset,
-                );
+                map.add_position(&position);
             }
             // Past the end, the lineage alone: still checked against the
             // topics now.
@@ -142,11 +138,7 @@ pub fn read_mappings_with_positions(
             .entry(key)
             .or_insert_with(|| (position.lineage.clone(), OffsetMap::default()));
         if *lineage == position.lineage {
-            map.add(
-                &[],
-                position.next_source_offset,
-                position.next_target_offset,
-            );
+            map.add_position(&position);
         }
     }
     let lineages = lineages(&histories);
@@ -258,11 +250,7 @@ fn read_histories(
                 *lineage = record.lineage.clone();
                 *map = OffsetMap::default();
             }
-            map.add(
-                &record.runs,
-                record.next_source_offset,
-                record.next_target_offset,
-            );
+            map.add_commit(&record);
         })?;
     }
     Ok((histories, later, truncated))

@@ -6,6 +6,8 @@
 
 use eosmirror_state::OffsetRun;
 
+use crate::replication::progress::ProgressRecord;
+
 /// The mapping of one source partition, plus what the progress records say
 /// about how far replication got.
 #[derive(Debug, Clone, Default)]
@@ -20,6 +22,10 @@ pub struct OffsetMap {
     pub replicated_position: Option<i64>,
     /// Target offset just past the last copy.
     pub replicated_target_end: Option<i64>,
+    /// Source offset just past the last copy, if a record said (see
+    /// `ProgressRecord::copies_end`): offsets from here to the replicated
+    /// position hold nothing that will be copied.
+    pub copies_end: Option<i64>,
 }
 
 impl OffsetMap {
@@ -56,6 +62,38 @@ impl OffsetMap {
             self.replicated_target_end
                 .map_or(next_target_offset, |p| p.max(next_target_offset)),
         );
+    }
+
+    /// Adds a progress record: its runs, its position and where its
+    /// copies end.
+    pub fn add_commit(&mut self, record: &ProgressRecord) {
+        self.add(
+            &record.runs,
+            record.next_source_offset,
+            record.next_target_offset,
+        );
+        self.note_copies_end(record.copies_end);
+    }
+
+    /// Adds a position record's position and where its copies end, without
+    /// its runs (the history holds them, or they expired with it).
+    pub fn add_position(&mut self, record: &ProgressRecord) {
+        self.add(&[], record.next_source_offset, record.next_target_offset);
+        self.note_copies_end(record.copies_end);
+    }
+
+    fn note_copies_end(&mut self, copies_end: i64) {
+        self.copies_end = Some(self.copies_end.map_or(copies_end, |e| e.max(copies_end)));
+    }
+
+    /// The first source offset the map can translate when the history
+    /// before it is unknown: its first run's, or with no run kept, where
+    /// the copies end (the offsets from there on hold nothing copied); the
+    /// replicated position if no record said where the copies end.
+    pub fn first_known_source(&self) -> Option<i64> {
+        self.first_source()
+            .or(self.copies_end)
+            .or(self.replicated_position)
     }
 
     /// Sorts the target view; call once after the last [`OffsetMap::add`].

@@ -75,9 +75,10 @@ impl<'a> TailSearch<'a> {
 
     /// Takes each partition's newest commit as the position topic held it
     /// (read before the history is searched): a range that starts at or
-    /// past a partition's position needs no commit before it, so the
-    /// search does not go looking for that partition's last commit, which
-    /// for a partition idle for days lies days back in its lane's history.
+    /// past the end of a partition's copies (its position, or the marker
+    /// before it) needs no commit before it, so the search does not go
+    /// looking for that partition's last commit, which for a partition
+    /// idle for days lies days back in its lane's history.
     pub fn start_from_positions(&mut self, positions: &BTreeMap<Key, ProgressRecord>) {
         for (key, coverage) in &mut self.partitions {
             let Some(position) = positions.get(key) else {
@@ -86,7 +87,7 @@ impl<'a> TailSearch<'a> {
             coverage.covered |= match self.needed {
                 Needed::From(starts) => starts
                     .get(key)
-                    .is_none_or(|&from| position.next_source_offset <= from),
+                    .is_none_or(|&from| position.copies_end <= from),
                 Needed::Last(0) => true,
                 Needed::Last(_) | Needed::All => false,
             };
@@ -179,6 +180,7 @@ mod tests {
                 len,
             }],
             next_source_offset: source + len as i64,
+            copies_end: source + len as i64,
             next_target_offset: target + len as i64 + 1,
             instance: 1,
             committed_at_ms: 0,
@@ -284,7 +286,16 @@ mod tests {
         search.start_from_positions(&position(100));
         assert!(search.covered(), "the group is at the position");
         assert!(!search.wants(&key()));
-        // A group behind the position needs the commits after its offset.
+        // Or on the marker after its copies: the position read past it.
+        let mut marker = commit(90, 0, 10);
+        marker.next_source_offset = 101;
+        let mut search = TailSearch::new(&needed, None, [key()]);
+        search.start_from_positions(&[(key(), marker)].into());
+        assert!(
+            search.covered(),
+            "the group is on the marker after the copies"
+        );
+        // A group behind the copies needs the commits after its offset.
         let mut search = TailSearch::new(&needed, None, [key()]);
         search.start_from_positions(&position(120));
         assert!(!search.covered());

@@ -417,6 +417,7 @@ mod tests {
             },
             runs: Vec::new(),
             next_source_offset: 15,
+            copies_end: 13,
             next_target_offset: 9,
             instance: 42,
             committed_at_ms: 1_700_000_000_000,

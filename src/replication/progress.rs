@@ -23,9 +23,11 @@ use crate::topics::identity::TopicId;
 /// Bumped when the encoding or the layout of the internal topics changes;
 /// readers refuse versions they don't know instead of misreading positions.
 /// Version 2: one internal partition per lane (version 1 had one partition).
-/// Version 3: every record names its [`Lineage`]. (The groups topic's
-/// records have a version of their own: see `groups/record.rs`.)
-pub(crate) const FORMAT_VERSION: u8 = 3;
+/// Version 3: every record names its [`Lineage`]. Version 4: every record
+/// says where the partition's copies end ([`ProgressRecord::copies_end`]).
+/// (The groups topic's records have a version of their own: see
+/// `groups/record.rs`.)
+pub(crate) const FORMAT_VERSION: u8 = 4;
 
 /// Internal topics every eosmirror instance of one source alias shares.
 #[derive(Debug, Clone)]
@@ -107,6 +109,15 @@ pub struct ProgressRecord {
     pub runs: Vec<OffsetRun>,
     /// Next source offset to copy: the resume position.
     pub next_source_offset: i64,
+    /// Source offset just past the partition's last copy in this lineage
+    /// (where its copy began, if nothing is copied yet); never above
+    /// `next_source_offset`. The offsets from here to the position hold
+    /// nothing that will be copied (transaction markers, aborted records,
+    /// a reported gap), so a group committed among them, e.g. on the commit
+    /// marker after the last copy, belongs at `next_target_offset` with no
+    /// re-read: known from this record alone, after the progress topic's
+    /// retention deleted the history of the copies.
+    pub copies_end: i64,
     /// Target offset just past the last copied record. The transaction's
     /// commit marker sits here, so it is also where the next copy would be
     /// found by a consumer seeking to it.
@@ -267,8 +278,25 @@ pub fn runs_from_deliveries(deliveries: &[(i64, i64)]) -> Option<Vec<OffsetRun>>
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
+
+    /// A position record of orders-3 (no runs) at `next_source_offset`,
+    /// its copies ending at `copies_end`, the next copy landing at
+    /// `next_target_offset`.
+    pub(crate) fn position_at(
+        next_source_offset: i64,
+        copies_end: i64,
+        next_target_offset: i64,
+    ) -> ProgressRecord {
+        ProgressRecord {
+            runs: Vec::new(),
+            next_source_offset,
+            copies_end,
+            next_target_offset,
+            ..record()
+        }
+    }
 
     #[test]
     fn a_record_of_the_most_runs_fits_the_default_message_size() {
@@ -299,6 +327,7 @@ mod tests {
                 len: 5,
             }],
             next_source_offset: 15,
+            copies_end: 13,
             next_target_offset: 9,
             instance: 42,
             committed_at_ms: 1_700_000_000_000,

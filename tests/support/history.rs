@@ -49,6 +49,7 @@ impl Cluster {
                             len: 1,
                         }],
                         next_source_offset: i + 1,
+                        copies_end: i + 1,
                         next_target_offset: i + shift + 1,
                         instance: 7,
                         committed_at_ms: 0,
@@ -103,6 +104,9 @@ impl Cluster {
                 .into_iter()
                 .collect(),
             next_source_offset: next_source,
+            // Without copies, nothing says where they end: as far as the
+            // position, like before records said.
+            copies_end: run.map_or(next_source, |(start, _, len)| start + len as i64),
             next_target_offset: next_target,
             instance: 7,
             committed_at_ms: 0,

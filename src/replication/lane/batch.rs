@@ -399,10 +399,11 @@ impl LaneSession<'_> {
                     }));
                 }
             }
-            // Read past markers only: the target position stays.
-            let next_target_offset = pairs
-                .last()
-                .map_or(c.committed.next_target_offset, |&(_, target)| target + 1);
+            // Read past markers only: both ends of the copies stay.
+            let (copies_end, next_target_offset) = pairs.last().map_or(
+                (c.committed.copies_end, c.committed.next_target_offset),
+                |&(source, target)| (source + 1, target + 1),
+            );
             records.push((
                 cursor,
                 ProgressRecord {
@@ -410,6 +411,7 @@ impl LaneSession<'_> {
                     lineage: c.lineage.clone(),
                     runs,
                     next_source_offset: touched.next_source_offset,
+                    copies_end,
                     next_target_offset,
                     instance: settings.instance,
                     committed_at_ms: crate::clock::unix_millis(),
@@ -506,12 +508,23 @@ impl LaneSession<'_> {
                 "{}: position moved backwards",
                 c.partition
             );
+            // The copies end where the last one is, never past the position.
+            assert!(
+                record.copies_end >= c.committed.copies_end
+                    && record.copies_end <= record.next_source_offset,
+                "{}: copies end {} out of order (was {}, position {})",
+                c.partition,
+                record.copies_end,
+                c.committed.copies_end,
+                record.next_source_offset
+            );
             let position_offset = position_offsets
                 .get(&cursor)
                 .copied()
                 .unwrap_or(c.committed.position_offset);
             c.committed = Committed {
                 next_source_offset: record.next_source_offset,
+                copies_end: record.copies_end,
                 next_target_offset: record.next_target_offset,
                 position_offset,
             };

@@ -82,6 +82,7 @@ mod tests {
             lineage: lineage.clone(),
             runs: Vec::new(),
             next_source_offset,
+            copies_end: next_source_offset,
             next_target_offset: next_source_offset + 1,
             instance: 1,
             committed_at_ms: 0,

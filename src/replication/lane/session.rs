@@ -38,6 +38,9 @@ const LAG_INTERVAL: Duration = Duration::from_secs(5);
 pub(super) struct Committed {
     /// The next source offset to copy.
     pub(super) next_source_offset: i64,
+    /// Source offset just past the last committed copy (see
+    /// [`ProgressRecord::copies_end`]).
+    pub(super) copies_end: i64,
     /// One past the target offset of the last committed copy.
     pub(super) next_target_offset: i64,
     /// Offset of its latest position record (the cache's start hint).
@@ -48,6 +51,7 @@ impl Committed {
     pub(super) fn from(r: &ResumePosition) -> Committed {
         Committed {
             next_source_offset: r.record.next_source_offset,
+            copies_end: r.record.copies_end,
             next_target_offset: r.record.next_target_offset,
             position_offset: r.position_offset,
         }
@@ -61,6 +65,7 @@ impl Committed {
     pub(super) fn fresh(source_start: i64, target_end: i64) -> Committed {
         Committed {
             next_source_offset: source_start,
+            copies_end: source_start,
             next_target_offset: target_end,
             position_offset: -1,
         }
@@ -360,6 +365,7 @@ impl<'w> LaneSession<'w> {
                 lineage: c.lineage.clone(),
                 runs: Vec::new(),
                 next_source_offset: c.committed.next_source_offset,
+                copies_end: c.committed.copies_end,
                 next_target_offset: c.committed.next_target_offset,
                 instance: settings.instance,
                 committed_at_ms: crate::clock::unix_millis(),
