@@ -353,8 +353,9 @@ fn a_group_on_the_marker_after_the_last_copy_translates_after_the_history_expire
     bed.source
         .produce_transaction(&topic, &first, TxnOutcome::Commit);
     let setup = MirrorSetup::new(&bed.source.bootstrap, &bed.target.bootstrap);
-    // One lane: a later batch of partition 1 records how far the lane's
-    // consumer read past partition 0's marker.
+    // One lane; partition 1's record is copied after partition 0's
+    // marker was read, so by then the lane has recorded the position past
+    // the marker (waited for below).
     let mut mirror = setup.start(&topic, &["--lanes", "1"]);
     wait_for_copy(
         &bed.source,

@@ -301,6 +301,7 @@ fn fake_copy(topic: &str, alias: &str, writes: &[(i64, &ReadRecord)]) {
     let source = SourcePartition::new(topic, 0);
     // The lineage names the topics as they are (verify refuses a mapping
     // of topics recreated since).
+    let copies_end = writes.iter().map(|(s, _)| s + 1).max().unwrap_or(0);
     let progress_record = ProgressRecord {
         source: source.clone(),
         lineage: Lineage {
@@ -309,8 +310,8 @@ fn fake_copy(topic: &str, alias: &str, writes: &[(i64, &ReadRecord)]) {
             target_topic_id: bed.target.topic_id(topic),
         },
         runs,
-        next_source_offset: writes.iter().map(|(s, _)| s + 1).max().unwrap_or(0),
-        copies_end: writes.iter().map(|(s, _)| s + 1).max().unwrap_or(0),
+        next_source_offset: copies_end,
+        copies_end,
         next_target_offset: writes.len() as i64,
         instance: 7,
         committed_at_ms: 0,

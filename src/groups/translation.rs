@@ -190,21 +190,20 @@ mod tests {
         assert_eq!(translate(&m, false, 10).unwrap().target_offset, 60);
     }
 
-    /// Source 0..10 copied to target 0..10 (marker at 10); the source's
-    /// marker at 10 read past, so the position is 11. With the history
-    /// expired, the position record alone says nothing was copied from 10
-    /// on: a group caught up on that marker belongs at the tail.
+    /// Source 0..10 copied to target 0..10 (the target's marker at 10);
+    /// the source's marker at 10 read past, so the position is 11. With the
+    /// history expired, the position record alone says nothing was copied
+    /// from 10 on: a group caught up on that marker belongs at the tail.
     #[test]
     fn a_group_on_the_marker_after_the_last_copy_translates_without_history() {
         let mut m = OffsetMap::default();
-        m.add_position(&crate::replication::progress::tests::position_at(
-            11, 10, 11,
-        ));
+        m.add(&[], 11, 10);
+        m.note_copies_end(10);
         m.seal();
         let t = translate(&m, true, 10).unwrap();
         assert_eq!(
             (t.target_offset, t.kind, t.rereads),
-            (11, TranslationKind::Tail, 0)
+            (10, TranslationKind::Tail, 0)
         );
         assert_eq!(
             translate(&m, true, 9),
@@ -213,6 +212,37 @@ mod tests {
                 first_mapped: 10
             })
         );
+    }
+
+    /// The history kept starts with a commit that only read past the
+    /// marker at 10 (copies ending at 10, position 11), then copies 11..13
+    /// to target 11..13. A group on the marker translates to the copy of
+    /// 11, exactly; one below 10 is refused.
+    #[test]
+    fn the_oldest_record_kept_says_where_the_known_offsets_start() {
+        let mut m = OffsetMap::default();
+        m.add(&[], 11, 10);
+        m.note_copies_end(10);
+        m.add(
+            &[OffsetRun {
+                source_start: 11,
+                target_start: 11,
+                len: 2,
+            }],
+            13,
+            13,
+        );
+        m.note_copies_end(13);
+        m.seal();
+        let t = translate(&m, true, 10).unwrap();
+        assert_eq!((t.target_offset, t.kind), (11, TranslationKind::Exact));
+        assert!(matches!(
+            translate(&m, true, 9),
+            Err(Untranslatable::MappingExpired {
+                first_mapped: 10,
+                ..
+            })
+        ));
     }
 
     /// An idle partition whose progress records all expired: only its

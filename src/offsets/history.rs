@@ -101,8 +101,8 @@ pub type Lineages = BTreeMap<(String, i32), Lineage>;
 /// topic that starts over writes its new lineage to the history first, with
 /// its claim), so it is left out.
 ///
-/// A partition whose range starts at or past its position needs none of
-/// its history (see [`TailSearch::start_from_positions`]): a group caught
+/// A partition whose range starts at or past the end of its copies (its
+/// position's `copies_end`) needs none of its history (see [`TailSearch::start_from_positions`]): a group caught
 /// up on a partition idle for days costs no read of those days. Only the
 /// commits past the progress ends read before the positions are read for
 /// it, so a start-over among them still replaces the position's lineage.

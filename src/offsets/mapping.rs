@@ -22,10 +22,11 @@ pub struct OffsetMap {
     pub replicated_position: Option<i64>,
     /// Target offset just past the last copy.
     pub replicated_target_end: Option<i64>,
-    /// Source offset just past the last copy, if a record said (see
-    /// `ProgressRecord::copies_end`): offsets from here to the replicated
-    /// position hold nothing that will be copied.
-    pub copies_end: Option<i64>,
+    /// The lowest end of the copies the records read said
+    /// (`ProgressRecord::copies_end`), which is the oldest record's: from
+    /// there to that record's position nothing was copied, and past its
+    /// position the newer records map every copy.
+    earliest_copies_end: Option<i64>,
 }
 
 impl OffsetMap {
@@ -82,21 +83,27 @@ impl OffsetMap {
         self.note_copies_end(record.copies_end);
     }
 
-    fn note_copies_end(&mut self, copies_end: i64) {
-        self.copies_end = Some(self.copies_end.map_or(copies_end, |e| e.max(copies_end)));
+    /// Takes where a record read says the copies end.
+    pub fn note_copies_end(&mut self, copies_end: i64) {
+        self.earliest_copies_end = Some(
+            self.earliest_copies_end
+                .map_or(copies_end, |e| e.min(copies_end)),
+        );
     }
 
     /// The first source offset the map can translate when the history
-    /// before it is unknown: its first run's, or with no run kept, where
-    /// the copies end (the offsets from there on hold nothing copied); the
-    /// replicated position if no record said where the copies end.
+    /// before the records read is unknown: its first run's, or the oldest
+    /// record's end of the copies if lower (that record copied nothing from
+    /// there on). `None` if the records read had neither (the caller falls
+    /// back to the replicated position).
     pub fn first_known_source(&self) -> Option<i64> {
-        self.first_source()
-            .or(self.copies_end)
-            .or(self.replicated_position)
+        match (self.first_source(), self.earliest_copies_end) {
+            (Some(run), Some(end)) => Some(run.min(end)),
+            (run, end) => run.or(end),
+        }
     }
 
-    /// Sorts the target view; call once after the last [`OffsetMap::add`].
+    /// Sorts the target view; call once after the last record is added.
     pub fn seal(&mut self) {
         self.by_target.sort_by_key(|r| r.target_start);
         self.by_target.dedup();

@@ -75,8 +75,9 @@ impl<'a> TailSearch<'a> {
 
     /// Takes each partition's newest commit as the position topic held it
     /// (read before the history is searched): a range that starts at or
-    /// past the end of a partition's copies (its position, or the marker
-    /// before it) needs no commit before it, so the search does not go
+    /// past the end of a partition's copies (`copies_end`: its position,
+    /// or below it when only markers, aborted records or a gap followed
+    /// the last copy) needs no commit before it, so the search does not go
     /// looking for that partition's last commit, which for a partition
     /// idle for days lies days back in its lane's history.
     pub fn start_from_positions(&mut self, positions: &BTreeMap<Key, ProgressRecord>) {
@@ -137,11 +138,12 @@ impl<'a> TailSearch<'a> {
                     Some(newest) if *newest != record.lineage => coverage.covered = true,
                     Some(_) => {}
                 }
-                // `record` is where the position stood before the newer
-                // commits seen: do they cover the range?
+                // `record` is where the copies ended before the newer
+                // commits seen (its runs and older ones end at or before
+                // its `copies_end`): do they cover the range?
                 coverage.covered |= match self.needed {
                     Needed::All => false,
-                    Needed::From(_) => from.is_none_or(|from| record.next_source_offset <= from),
+                    Needed::From(_) => from.is_none_or(|from| record.copies_end <= from),
                     Needed::Last(n) => coverage.copied >= *n,
                 };
                 if coverage.covered {
@@ -275,6 +277,22 @@ mod tests {
         let mut q = commit(0, 0, 10);
         q.source = SourcePartition::new("q", 1);
         search.older_chunk(vec![q.clone(), q]);
+        assert!(search.covered());
+    }
+
+    /// Commit 1 copies 0..10, commit 2 only reads past the marker at 10,
+    /// commit 3 copies 11..21. A range from 10 is covered once commit 2 is
+    /// seen: nothing was copied from its `copies_end` (10) on before it.
+    #[test]
+    fn a_commit_that_only_read_past_a_marker_covers_a_range_from_the_marker() {
+        let mut past_marker = commit(0, 0, 10);
+        past_marker.runs.clear();
+        past_marker.next_source_offset = 11;
+        let needed = Needed::From([(key(), 10)].into());
+        let mut search = TailSearch::new(&needed, None, [key()]);
+        search.older_chunk(vec![commit(11, 11, 10)]);
+        assert!(!search.covered());
+        search.older_chunk(vec![past_marker]);
         assert!(search.covered());
     }
 

@@ -24,10 +24,19 @@ use crate::topics::identity::TopicId;
 /// readers refuse versions they don't know instead of misreading positions.
 /// Version 2: one internal partition per lane (version 1 had one partition).
 /// Version 3: every record names its [`Lineage`]. Version 4: every record
-/// says where the partition's copies end ([`ProgressRecord::copies_end`]).
-/// (The groups topic's records have a version of their own: see
-/// `groups/record.rs`.)
+/// says where the partition's copies end ([`ProgressRecord::copies_end`]);
+/// version-3 records are still read (see [`without_copies_end`]), so the
+/// copy's history stays readable. (The groups topic's records have a
+/// version of their own: see `groups/record.rs`.)
 pub(crate) const FORMAT_VERSION: u8 = 4;
+
+/// The version of the values written before [`FORMAT_VERSION`] 4.
+const WITHOUT_COPIES_END: u8 = 3;
+
+/// The version byte of record keys: the key (a source partition) has not
+/// changed since version 3, and compaction keeps one record per key only
+/// while the key's bytes stay the same.
+const KEY_VERSION: u8 = 3;
 
 /// Internal topics every eosmirror instance of one source alias shares.
 #[derive(Debug, Clone)]
@@ -162,23 +171,81 @@ impl ProgressRecord {
     /// Record key: the source partition, so the position topic compacts to
     /// one record per source partition.
     pub fn key(source: &SourcePartition) -> Vec<u8> {
-        encode_versioned(source)
+        encode_with_version(KEY_VERSION, source)
     }
 
     /// The record's value on the target, with the format version first.
     pub fn encode(&self) -> Vec<u8> {
-        encode_versioned(self)
+        encode_with_version(FORMAT_VERSION, self)
     }
 
-    /// Reads a value written by [`ProgressRecord::encode`]; another format
-    /// version is an error naming it.
+    /// Reads a value written by [`ProgressRecord::encode`] of this version
+    /// or of version 3; another format version is an error naming it.
     pub fn decode(bytes: &[u8]) -> Result<ProgressRecord, DecodeError> {
-        decode_versioned(bytes)
+        let (&version, body) = bytes.split_first().ok_or(DecodeError::Empty)?;
+        match version {
+            FORMAT_VERSION => decode_body(body),
+            WITHOUT_COPIES_END => {
+                decode_body::<without_copies_end::ProgressRecord>(body).map(Into::into)
+            }
+            other => Err(unknown_version(
+                other,
+                &[FORMAT_VERSION, WITHOUT_COPIES_END],
+            )),
+        }
     }
 
     /// Decodes a record key written by [`ProgressRecord::key`].
     pub fn decode_key(bytes: &[u8]) -> Result<SourcePartition, DecodeError> {
-        decode_versioned(bytes)
+        let (&version, body) = bytes.split_first().ok_or(DecodeError::Empty)?;
+        match version {
+            KEY_VERSION => decode_body(body),
+            other => Err(unknown_version(other, &[KEY_VERSION])),
+        }
+    }
+}
+
+fn unknown_version(found: u8, understood: &'static [u8]) -> DecodeError {
+    DecodeError::UnknownVersion {
+        record: "progress",
+        found,
+        understood,
+    }
+}
+
+/// Progress and position records as version 3 wrote them: without
+/// `copies_end`, read as ending at the position (what translation assumed
+/// then: nothing known below it once the history expired).
+mod without_copies_end {
+    use eosmirror_state::{OffsetRun, SourcePartition};
+    use serde::Deserialize;
+
+    use super::Lineage;
+
+    #[derive(Deserialize)]
+    pub struct ProgressRecord {
+        source: SourcePartition,
+        lineage: Lineage,
+        runs: Vec<OffsetRun>,
+        next_source_offset: i64,
+        next_target_offset: i64,
+        instance: u64,
+        committed_at_ms: i64,
+    }
+
+    impl From<ProgressRecord> for super::ProgressRecord {
+        fn from(r: ProgressRecord) -> super::ProgressRecord {
+            super::ProgressRecord {
+                source: r.source,
+                lineage: r.lineage,
+                runs: r.runs,
+                next_source_offset: r.next_source_offset,
+                copies_end: r.next_source_offset,
+                next_target_offset: r.next_target_offset,
+                instance: r.instance,
+                committed_at_ms: r.committed_at_ms,
+            }
+        }
     }
 }
 
@@ -205,10 +272,6 @@ impl ProgressEntry {
     }
 }
 
-pub(crate) fn encode_versioned<T: Serialize>(value: &T) -> Vec<u8> {
-    encode_with_version(FORMAT_VERSION, value)
-}
-
 /// `value` encoded behind the format version byte `version`.
 pub(crate) fn encode_with_version<T: Serialize>(version: u8, value: &T) -> Vec<u8> {
     let mut out = vec![version];
@@ -216,20 +279,6 @@ pub(crate) fn encode_with_version<T: Serialize>(version: u8, value: &T) -> Vec<u
         .expect("encoding plain data into a Vec cannot fail");
     out.extend_from_slice(&body);
     out
-}
-
-pub(crate) fn decode_versioned<T: for<'de> Deserialize<'de>>(
-    bytes: &[u8],
-) -> Result<T, DecodeError> {
-    let (&version, body) = bytes.split_first().ok_or(DecodeError::Empty)?;
-    if version != FORMAT_VERSION {
-        return Err(DecodeError::UnknownVersion {
-            record: "progress",
-            found: version,
-            understood: &[FORMAT_VERSION],
-        });
-    }
-    decode_body(body)
 }
 
 /// A value encoded whole in `body` (the bytes after the version byte).
@@ -278,25 +327,8 @@ pub fn runs_from_deliveries(deliveries: &[(i64, i64)]) -> Option<Vec<OffsetRun>>
 }
 
 #[cfg(test)]
-pub(crate) mod tests {
+mod tests {
     use super::*;
-
-    /// A position record of orders-3 (no runs) at `next_source_offset`,
-    /// its copies ending at `copies_end`, the next copy landing at
-    /// `next_target_offset`.
-    pub(crate) fn position_at(
-        next_source_offset: i64,
-        copies_end: i64,
-        next_target_offset: i64,
-    ) -> ProgressRecord {
-        ProgressRecord {
-            runs: Vec::new(),
-            next_source_offset,
-            copies_end,
-            next_target_offset,
-            ..record()
-        }
-    }
 
     #[test]
     fn a_record_of_the_most_runs_fits_the_default_message_size() {
@@ -327,7 +359,7 @@ pub(crate) mod tests {
                 len: 5,
             }],
             next_source_offset: 15,
-            copies_end: 13,
+            copies_end: 15,
             next_target_offset: 9,
             instance: 42,
             committed_at_ms: 1_700_000_000_000,
@@ -358,6 +390,30 @@ pub(crate) mod tests {
         assert!(ProgressEntry::decode(Some(b"not a key"), None).is_err());
     }
 
+    /// Records written by the version before: read as copies ending at
+    /// the position; keys are the same bytes as then, so compaction goes
+    /// on replacing the old records.
+    #[test]
+    fn version_3_records_are_read_with_the_copies_ending_at_the_position() {
+        let r = record();
+        let v3 = encode_with_version(
+            3,
+            &(
+                &r.source,
+                &r.lineage,
+                &r.runs,
+                r.next_source_offset,
+                r.next_target_offset,
+                r.instance,
+                r.committed_at_ms,
+            ),
+        );
+        let read = ProgressRecord::decode(&v3).unwrap();
+        assert_eq!(read, r);
+        assert_eq!(read.copies_end, read.next_source_offset);
+        assert_eq!(ProgressRecord::key(&r.source)[0], 3);
+    }
+
     #[test]
     fn refuses_unknown_versions_and_garbage() {
         let mut bytes = record().encode();
@@ -370,7 +426,7 @@ pub(crate) mod tests {
         assert!(
             unknown
                 .to_string()
-                .starts_with(&format!("progress record has format version 9; this eosmirror understands version {FORMAT_VERSION} only")),
+                .starts_with("progress record has format version 9; this eosmirror understands versions 4 and 3 only"),
             "{unknown}"
         );
         assert!(matches!(

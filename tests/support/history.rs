@@ -104,8 +104,8 @@ impl Cluster {
                 .into_iter()
                 .collect(),
             next_source_offset: next_source,
-            // Without copies, nothing says where they end: as far as the
-            // position, like before records said.
+            // Without a run, the copies end at the position: a record that
+            // says nothing below it is known.
             copies_end: run.map_or(next_source, |(start, _, len)| start + len as i64),
             next_target_offset: next_target,
             instance: 7,
