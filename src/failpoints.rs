@@ -99,6 +99,12 @@ pub const TOPICS_SLOW_CREATE: &str = "topics::slow-create";
 /// take them for deleted.
 pub const GROUPS_LISTING_EMPTY: &str = "groups::listing-empty";
 
+/// A fault: `run` does not compare its topic selection with the fleet's
+/// other members before it joins the group, as when two instances start
+/// at once and neither sees the other yet; the check at every refresh
+/// must catch it.
+pub const FLEET_SELECTION_UNSEEN: &str = "fleet::selection-unseen";
+
 /// Dies here (SIGABRT) if the `FAILPOINTS` environment variable arms the
 /// point named `$name` with `return` for this hit. Without the `failpoints`
 /// feature it only type-checks the name, so every build checks every point.

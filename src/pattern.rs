@@ -44,6 +44,11 @@ impl NamePattern {
         compile(option, pattern, "groups", &alternatives.join("|"))
     }
 
+    /// The pattern as compiled (after MirrorMaker's syntax was translated).
+    pub fn as_str(&self) -> &str {
+        self.0.as_str()
+    }
+
     /// Whether the whole of `name` matches.
     pub fn matches(&self, name: &str) -> bool {
         self.0.is_match(name)

@@ -41,7 +41,7 @@ use crate::groups::kafka::GroupClient;
 use crate::offsets::topics_now::{check_topics, topics_now, Recreated};
 use crate::read::{is_deleted, poll_reader, reader_config, StallWatch};
 use crate::replication::layout::Layout;
-use crate::replication::membership::instance_of_client_id;
+use crate::replication::membership::describe_member;
 use crate::replication::progress::{InternalTopics, ProgressEntry, ProgressRecord};
 use crate::replication::status_topic::LaneStatus;
 use crate::replication::watermarks;
@@ -274,10 +274,7 @@ pub fn gather(options: &StatusOptions) -> anyhow::Result<StatusReport> {
     match groups.membership(&group) {
         Ok(membership) => {
             for member in &membership.assignments {
-                let name = match instance_of_client_id(&member.client_id) {
-                    Some(instance) => format!("instance-{instance:016x}@{}", member.host),
-                    None => format!("{}@{}", member.client_id, member.host),
-                };
+                let name = describe_member(&member.client_id, &member.host);
                 for (topic, partition) in &member.partitions {
                     if *topic == topics.position {
                         owners.insert(*partition as u32, name.clone());

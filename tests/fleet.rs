@@ -475,3 +475,96 @@ fn another_prefix_on_a_copied_alias_is_refused_until_its_group_is_gone() {
     );
     assert_exact_copy(&bed.source, &bed.target, &topic);
 }
+
+/// Every instance of a fleet must copy the same topics: lanes move between
+/// instances, and a lane with an instance that selects fewer topics would
+/// leave the others' uncopied without a word. An instance started with
+/// other `--include`/`--exclude` is refused before it joins, naming the
+/// member it differs from. Of two started at once (the fault point skips
+/// the start's check, as when neither sees the other yet), whichever sees
+/// the other first at its next refresh ends, naming it (both may); what
+/// stays is one selection. A restart with one selection then copies
+/// exactly.
+#[test]
+fn an_instance_selecting_other_topics_is_refused_and_a_race_of_two_is_ended() {
+    let bed = bed();
+    let topic = bed.source.create_topic("fleet-selection", 4);
+    let alias = unique_name("selection");
+    let group = unique_name("selection-group");
+    let workload = Workload::start(&bed.source, &topic, 4);
+    let mut a = start("a", &topic, &alias, "sel", &group);
+    wait_for_even_ownership(&mut [&mut a]);
+
+    let more = format!("{topic}|{topic}-more");
+    let mut b = start("b", &more, &alias, "sel", &group);
+    let code = b.mirror.wait_exit(Duration::from_secs(60));
+    let output = b.mirror.output();
+    assert_ne!(code, 0, "{}", tail(&output, 30));
+    for needle in [
+        format!("{SELECTION_DIFFERS}: instance-"),
+        "stop every instance, then start them all with the new ones".to_string(),
+    ] {
+        assert!(
+            output.contains(&needle),
+            "{needle:?} missing:\n{}",
+            tail(&output, 30)
+        );
+    }
+    assert!(
+        !output.contains(ASSIGNED),
+        "the refused instance joined the fleet:\n{}",
+        tail(&output, 30)
+    );
+    assert!(a.mirror.is_running(), "{}", tail(&a.mirror.output(), 30));
+
+    let unseen = format!("{}=return", failpoints::FLEET_SELECTION_UNSEEN);
+    let mut c = start_with(
+        "c",
+        &more,
+        &alias,
+        "sel",
+        &group,
+        &[],
+        &[("FAILPOINTS", &unseen)],
+    );
+    let deadline = Instant::now() + Duration::from_secs(90);
+    while a.mirror.is_running() && c.mirror.is_running() {
+        assert!(
+            Instant::now() < deadline,
+            "neither instance ended:\na: {}\nc: {}",
+            tail(&a.mirror.output(), 20),
+            tail(&c.mirror.output(), 20)
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let mut ended_naming = 0;
+    for instance in [&mut a, &mut c] {
+        // The one that did not see the other runs on, alone in the group.
+        let code = match instance.mirror.is_running() {
+            true => instance.mirror.stop(Duration::from_secs(60)),
+            false => instance.mirror.wait_exit(Duration::from_secs(1)),
+        };
+        let output = instance.mirror.output();
+        if output.contains(SELECTION_DIFFERS) {
+            assert_ne!(code, 0, "{}: {}", instance.name, tail(&output, 30));
+            ended_naming += 1;
+        }
+    }
+    assert!(ended_naming >= 1, "no instance named the other selection");
+
+    let mut a = start("a", &topic, &alias, "sel", &group);
+    let sent = workload.finish();
+    eprintln!("workload wrote {sent} records");
+    wait_for_copy(&bed.source, &bed.target, &topic, PATIENCE, &mut a.mirror);
+    assert_eq!(
+        a.mirror.stop(Duration::from_secs(60)),
+        0,
+        "{}",
+        tail(&a.mirror.output(), 40)
+    );
+    assert_exact_copy(&bed.source, &bed.target, &topic);
+}
+
+/// What an instance says when the fleet's group has a member with another
+/// topic selection.
+const SELECTION_DIFFERS: &str = "members started with other --include/--exclude than this instance";

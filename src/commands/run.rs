@@ -23,6 +23,7 @@ use crate::replication::membership::{FleetSettings, LaneOwnership};
 use crate::replication::other_deployments::{refuse_other_deployments, Deployment};
 use crate::replication::park::SourceEnds;
 use crate::replication::progress::InternalTopics;
+use crate::replication::selection::{Selection, SelectionCheck};
 use crate::replication::supervisor::{self, SupervisorSettings};
 use crate::replication::throttle::{self, Throttle};
 use crate::shutdown::Shutdown;
@@ -221,11 +222,24 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     let fleet = FleetSettings {
         target: target_connection.clone(),
         instance,
+        selection: Selection::of(&filter),
         group_id: transactional_id_base.clone(),
         position_topic: InternalTopics::for_alias(&args.connection.source_alias).position,
         session_timeout: Duration::from_millis(args.fleet_session_timeout_ms),
         revoke_wait: Duration::from_millis(args.shutdown_timeout_ms),
     };
+    {
+        let check = SelectionCheck::new(
+            &Cluster {
+                name: "target",
+                connection: target_connection.clone(),
+            },
+            &fleet,
+        );
+        tokio::task::spawn_blocking(move || check.before_joining())
+            .await
+            .expect("selection check panicked")?;
+    }
     let workers = Arc::new(WorkerSettings {
         source_ends: SourceEnds::new(source.clone()),
         park_after: args.park_after(),

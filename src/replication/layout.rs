@@ -83,7 +83,7 @@ impl Layout {
 }
 
 /// 64-bit FNV-1a: a fixed, well-known hash (no seed, same on every machine).
-fn fnv1a(bytes: &[u8]) -> u64 {
+pub(crate) fn fnv1a(bytes: &[u8]) -> u64 {
     const OFFSET_BASIS: u64 = 0xcbf2_9ce4_8422_2325;
     const PRIME: u64 = 0x0100_0000_01b3;
     bytes.iter().fold(OFFSET_BASIS, |hash, &b| {

@@ -18,6 +18,7 @@ pub mod other_deployments;
 pub mod park;
 pub mod positions;
 pub mod progress;
+pub mod selection;
 pub mod source_watch;
 pub mod status_topic;
 pub mod stopped;

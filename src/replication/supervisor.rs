@@ -24,8 +24,10 @@ use super::layout::{Lane, Layout};
 use super::limits::BufferBudget;
 use super::membership::{FleetSettings, LaneOwnership, Membership, MembershipError, Tenure};
 use super::positions::watermark_client;
+use super::selection::{SelectionCheck, SelectionDiffers};
 use super::status_topic::{self, Identity, StatusPublisher};
 use super::watermarks;
+use crate::clusters::Cluster;
 use crate::health::Health;
 use crate::metrics as m;
 use crate::shutdown::Shutdown;
@@ -85,6 +87,8 @@ pub enum RunError {
     PartitionsStopped(String),
     #[error(transparent)]
     Join(#[from] MembershipError),
+    #[error(transparent)]
+    Selection(#[from] SelectionDiffers),
     #[error("{0}")]
     Membership(String),
     #[error("{0}: a call into librdkafka has not returned (it can wait without end for a lost transaction coordinator, librdkafka #5456). Stopping, so that a restart resumes every lane from the target's committed positions")]
@@ -123,6 +127,15 @@ pub async fn run(
     let mut warned: HashSet<Finding> = HashSet::new();
     // Topics selected but left out as internal, each told once.
     let mut told_left_out: HashSet<String> = HashSet::new();
+    // Every refresh also compares the fleet's topic selections.
+    let selection = Arc::new(SelectionCheck::new(
+        &Cluster {
+            name: "target",
+            connection: settings.target_admin.clone(),
+        },
+        &settings.fleet,
+    ));
+    let mut told_selection_unchecked = false;
     let stopped = &health.stopped;
     tokio::spawn(report_progress(
         Arc::clone(&health),
@@ -249,6 +262,27 @@ pub async fn run(
                 }
             }
             first_refresh = false;
+            // Two instances started at once with other selections both
+            // passed the start's check.
+            let check = Arc::clone(&selection);
+            let verdict = tokio::select! {
+                verdict = tokio::task::spawn_blocking(move || check.check()) => {
+                    verdict.expect("selection check panicked")
+                }
+                _ = shutdown.wait() => break,
+            };
+            match verdict {
+                Ok(Ok(())) => {}
+                Ok(Err(differs)) => {
+                    first_error = Some(differs.into());
+                    break;
+                }
+                Err(e) if !told_selection_unchecked => {
+                    tracing::warn!("could not compare this instance's --include/--exclude with the fleet's other members (tried again at every refresh): {e}");
+                    told_selection_unchecked = true;
+                }
+                Err(_) => {}
+            }
         }
         if let Some(reason) = ownership.failure() {
             first_error = Some(RunError::Membership(reason));

@@ -33,6 +33,15 @@ impl TopicFilter {
         })
     }
 
+    /// The include and exclude patterns as compiled: what tells two
+    /// selections apart (see `replication::selection`).
+    pub fn patterns(&self) -> (&str, Option<&str>) {
+        (
+            self.include.as_str(),
+            self.exclude.as_ref().map(NamePattern::as_str),
+        )
+    }
+
     /// Whether `topic` is replicated.
     pub fn matches(&self, topic: &str) -> bool {
         !topic.starts_with("__") && self.selects(topic)
