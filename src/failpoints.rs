@@ -99,6 +99,11 @@ pub const TOPICS_SLOW_CREATE: &str = "topics::slow-create";
 /// take them for deleted.
 pub const GROUPS_LISTING_EMPTY: &str = "groups::listing-empty";
 
+/// A fault, armed with an argument (`return(<text>)`): the target refuses
+/// to create the topics whose names contain the text (PolicyViolation), as
+/// a cloud cluster's creation policy does, while it creates the others.
+pub const TOPICS_REFUSE_CREATE: &str = "topics::refuse-create";
+
 /// A fault: `run` does not compare its topic selection with the fleet's
 /// other members before it joins the group, as when two instances start
 /// at once and neither sees the other yet; the check at every refresh
@@ -125,6 +130,15 @@ pub(crate) fn fault_armed(name: &str) -> bool {
     fail::fail_point!(name, |_| true);
     let _ = name;
     false
+}
+
+/// The argument fault point `name` is armed with (`return(<argument>)`)
+/// for this hit, if any (never, without the `failpoints` feature).
+pub(crate) fn fault_argument(name: &str) -> Option<String> {
+    #[cfg(feature = "failpoints")]
+    fail::fail_point!(name, |argument| argument);
+    let _ = name;
+    None
 }
 
 /// Aborts the process if point `name` is armed for this hit.

@@ -173,6 +173,12 @@ pub fn partitions_running(count: usize) {
     gauge!("eosmirror_partitions").set(count as f64);
 }
 
+/// Source topics the target refused to create or grow while running:
+/// their records (or those of the partitions it lacks) are not copied.
+pub fn topics_refused(count: usize) {
+    gauge!("eosmirror_topics_refused").set(count as f64);
+}
+
 /// The throttle's limits; 0 = unlimited.
 pub fn throttle_limits(bytes_per_sec: Option<u64>, records_per_sec: Option<u64>) {
     gauge!("eosmirror_throttle_bytes_per_second").set(bytes_per_sec.unwrap_or(0) as f64);

@@ -10,7 +10,10 @@ use support::mirror::{
     assert_exact_copy, fenced_restarts, fences_per_lane, lane_restarts, remove, tail,
     wait_for_copy, Mirror, MirrorSetup, MAX_ZOMBIE_FENCES,
 };
-use support::{bed, free_local_address, scrape_metrics, Isolation, TestRecord, TxnOutcome};
+use support::{
+    bed, free_local_address, metric_value, scrape_metrics, unique_name, Isolation, TestRecord,
+    TxnOutcome,
+};
 
 const PATIENCE: Duration = Duration::from_secs(240);
 
@@ -332,6 +335,68 @@ fn partitions_another_instance_added_meanwhile_are_taken_as_added() {
 /// Positions written in another on-target format (an older eosmirror under
 /// the same alias) stop the run with the format named, instead of being
 /// read again and again.
+/// A topic the target refuses to create (a cloud cluster's creation
+/// policy, a quota, an ACL) stops neither the run nor the discovery of
+/// other topics while running: it is named with what to do, counted, and
+/// asked for again at every refresh, while a topic that appears after it is
+/// copied exactly. At start, the same refusal ends the run before anything
+/// is copied. (The fault point makes the target refuse topics named like
+/// its argument, as PolicyViolation.)
+#[test]
+#[cfg_attr(
+    not(feature = "failpoints"),
+    ignore = "needs the fault points: cargo test --features eosmirror/failpoints"
+)]
+fn a_topic_the_target_refuses_to_create_leaves_the_others_copied() {
+    let bed = bed();
+    let prefix = unique_name("refused");
+    let first = bed.source.create_topic(&format!("{prefix}-first"), 2);
+    bed.source.produce(&first, &spread("a", 20, 2));
+    let setup = MirrorSetup::new(&bed.source.bootstrap, &bed.target.bootstrap);
+    let pattern = format!("{prefix}-.*");
+    let metrics = free_local_address();
+    let refuse = [("FAILPOINTS", "topics::refuse-create=return(-policy)")];
+    let mut mirror = setup.start_env(&pattern, &["--metrics.address", &metrics], &refuse);
+    wait_for_copy(&bed.source, &bed.target, &first, PATIENCE, &mut mirror);
+
+    let refused = bed.source.create_topic(&format!("{prefix}-policy"), 2);
+    bed.source.produce(&refused, &spread("r", 10, 2));
+    let later = bed.source.create_topic(&format!("{prefix}-later"), 3);
+    bed.source.produce(&later, &spread("l", 30, 3));
+    mirror.wait_for_output(
+        0,
+        &[&format!("the target refused to create topic {refused} (")],
+        PATIENCE,
+    );
+    wait_for_copy(&bed.source, &bed.target, &later, PATIENCE, &mut mirror);
+    let text = scrape_metrics(&metrics);
+    assert_eq!(
+        metric_value(&text, "eosmirror_topics_refused", &[]),
+        Some(1.0)
+    );
+    assert_eq!(bed.target.partition_count(&refused), None);
+    assert_eq!(
+        mirror.stop(Duration::from_secs(60)),
+        0,
+        "{}",
+        tail(&mirror.output(), 30)
+    );
+    assert_exact_copy(&bed.source, &bed.target, &first);
+    assert_exact_copy(&bed.source, &bed.target, &later);
+
+    // At start, the refusal is the run's end, before anything is copied.
+    let fresh = MirrorSetup::new(&bed.source.bootstrap, &bed.target.bootstrap);
+    let mut mirror = fresh.start_env(&refused, &[], &refuse);
+    let code = mirror.wait_exit(Duration::from_secs(60));
+    let output = mirror.output();
+    assert_ne!(code, 0, "{}", tail(&output, 30));
+    assert!(
+        output.contains("Create it on the target yourself with the source's partition count"),
+        "{}",
+        tail(&output, 30)
+    );
+}
+
 #[test]
 fn positions_in_another_format_stop_the_run_with_the_format_named() {
     let bed = bed();

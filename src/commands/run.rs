@@ -235,6 +235,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
                 connection: target_connection.clone(),
             },
             &fleet,
+            &filter,
         );
         tokio::task::spawn_blocking(move || check.before_joining())
             .await

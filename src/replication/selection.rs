@@ -10,23 +10,33 @@
 //! So every member of the fleet's group carries a fingerprint of its
 //! selection in its client id (see [`super::membership::fleet_client_id`]),
 //! which the group's description shows. A start is refused while the group
-//! has a member with another fingerprint; a running instance whose group
-//! gains one (two instances started at once) ends its run, and so does the
-//! other. Members without a fingerprint (another tool) are not judged.
+//! has a member with another fingerprint. Instances that got in anyway
+//! (started at once, or while the group could not be described) are found
+//! by a watch that describes the group every refresh interval: the
+//! instances whose selection is not the fleet's end their run, the fleet's
+//! being the one most members have (on a tie, the lowest fingerprint), so
+//! every instance reaches the same verdict and the fleet keeps one
+//! selection. Members without a fingerprint (another tool, an eosmirror
+//! before it) are not judged.
 
+use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::Duration;
+
+use tokio::sync::mpsc;
 
 use crate::clusters::Cluster;
 use crate::failpoints::{self, fault_armed};
-use crate::groups::kafka::GroupClient;
-use crate::groups::GroupError;
+use crate::groups::admin::GroupAdmin;
+use crate::groups::{GroupError, GroupMembership};
 use crate::replication::layout::fnv1a;
 use crate::replication::membership::{describe_member, selection_of_client_id, FleetSettings};
+use crate::shutdown::Shutdown;
 use crate::topics::filter::TopicFilter;
 
-/// The fingerprint of a topic selection: 8 hex digits of a fixed hash of
-/// the patterns as compiled (so the same patterns give the same
-/// fingerprint on every machine and version).
+/// The fingerprint of a topic selection: 8 hex digits of FNV-1a over the
+/// patterns as compiled, the same on every machine. It changes only if
+/// eosmirror compiles the same patterns differently (pinned by a test).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Selection(String);
 
@@ -42,41 +52,60 @@ impl Selection {
     }
 }
 
-/// The fleet's group has members that select other topics than this
-/// instance.
+/// This instance may not copy in the fleet: its group has members that
+/// select other topics.
 #[derive(Debug, thiserror::Error)]
-#[error("the fleet's group {group} on the target has members started with other --include/--exclude than this instance: {others}. Every instance of a fleet must select the same topics: lanes move between instances, and while a lane is with an instance that leaves some of its topics out, nothing copies them. Start every instance with the same --include and --exclude; to change them, stop every instance, then start them all with the new ones (an instance killed without leaving the group stays a member for --fleet.session.timeout.ms, {session_secs} s)")]
+#[error("the fleet's group {group} on the target has members started with other --include/--exclude than this instance ({own}, fingerprint {own_fingerprint}): {others}. Every instance of a fleet must select the same topics: lanes move between instances, and while a lane is with an instance that leaves some of its topics out, nothing copies them. {what_now} Start every instance with the same --include and --exclude; to change them, stop every instance, then start them all with the new ones (an instance killed without leaving the group stays a member for --fleet.session.timeout.ms)")]
 pub struct SelectionDiffers {
     pub group: String,
-    /// The other members, `instance-<id>@<host>`.
+    /// This instance's patterns, as the user can compare them.
+    pub own: String,
+    pub own_fingerprint: String,
+    /// The other members, `instance-<id>@<host> (fingerprint <hex>)`.
     pub others: String,
-    pub session_secs: u64,
+    /// Why this instance is the one that stops.
+    pub what_now: &'static str,
 }
 
-/// Who to ask and what this instance selects. Blocking calls.
+/// What this instance selects and which group to compare it with.
 pub struct SelectionCheck {
-    groups: GroupClient,
-    /// The fleet's group.
+    target: Cluster,
     group: String,
     own: Selection,
-    session_timeout: Duration,
+    /// The patterns `own` is the fingerprint of, for messages.
+    patterns: String,
+}
+
+/// Whom a description of the fleet's group judges.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Judging {
+    /// An instance about to join: any other selection refuses it.
+    Newcomer,
+    /// A member: only a selection other than the fleet's ends it.
+    Member,
 }
 
 impl SelectionCheck {
-    /// The check of `fleet`'s group on `target`.
-    pub fn new(target: &Cluster, fleet: &FleetSettings) -> SelectionCheck {
+    /// The check of `fleet`'s group on `target` for `filter`'s selection
+    /// (the one `fleet.selection` was made of).
+    pub fn new(target: &Cluster, fleet: &FleetSettings, filter: &TopicFilter) -> SelectionCheck {
+        let (include, exclude) = filter.patterns();
         SelectionCheck {
-            groups: target.groups(),
+            target: target.clone(),
             group: fleet.group_id.clone(),
             own: fleet.selection.clone(),
-            session_timeout: fleet.session_timeout,
+            patterns: match exclude {
+                Some(exclude) => format!("--include '{include}' --exclude '{exclude}'"),
+                None => format!("--include '{include}'"),
+            },
         }
     }
 
-    /// The start's check: refuses while the group has a member with
-    /// another selection. A describe that fails is logged and the start
-    /// goes on; the running instance checks again at every refresh.
+    /// The start's check (blocking): refuses while the group has a member
+    /// with another selection. A describe that fails is logged and the
+    /// start goes on; the watch judges again once the instance is in.
     pub fn before_joining(&self) -> Result<(), SelectionDiffers> {
+        tracing::info!(group = %self.group, fingerprint = %self.own.0, selection = %self.patterns, "this instance's topic selection, which every member of the fleet must share");
         if fault_armed(failpoints::FLEET_SELECTION_UNSEEN) {
             tracing::warn!(
                 "fault point {}: the fleet's group is not checked before joining",
@@ -84,40 +113,136 @@ impl SelectionCheck {
             );
             return Ok(());
         }
-        match self.check() {
-            Ok(verdict) => verdict,
+        match self.target.groups().membership(&self.group) {
+            Ok(membership) => self.judge(&membership, Judging::Newcomer),
             Err(e) => {
-                tracing::warn!(group = %self.group, "could not compare this instance's --include/--exclude with the fleet's other members: {e}");
+                tracing::warn!(group = %self.group, "could not compare this instance's --include/--exclude with the fleet's other members before joining; checked again once joined: {e}");
                 Ok(())
             }
         }
     }
 
-    /// Describes the fleet's group: `Ok(Err(_))` names the members with
-    /// another selection, `Err` is a describe that failed (the caller
-    /// decides whether that stops it).
-    pub fn check(&self) -> Result<Result<(), SelectionDiffers>, GroupError> {
-        let membership = self.groups.membership(&self.group)?;
-        let others: Vec<String> = membership
-            .assignments
+    /// Judges this instance by the members `membership` describes.
+    fn judge(
+        &self,
+        membership: &GroupMembership,
+        judging: Judging,
+    ) -> Result<(), SelectionDiffers> {
+        let mut by_selection: BTreeMap<&str, Vec<String>> = BTreeMap::new();
+        for member in &membership.assignments {
+            if let Some(selection) = selection_of_client_id(&member.client_id) {
+                by_selection
+                    .entry(selection)
+                    .or_default()
+                    .push(describe_member(&member.client_id, &member.host));
+            }
+        }
+        let others: Vec<String> = by_selection
             .iter()
-            .filter(|m| selection_of_client_id(&m.client_id).is_some_and(|s| s != self.own.0))
-            .map(|m| describe_member(&m.client_id, &m.host))
+            .filter(|(selection, _)| **selection != self.own.0)
+            .flat_map(|(selection, members)| {
+                members
+                    .iter()
+                    .map(move |m| format!("{m} (fingerprint {selection})"))
+            })
             .collect();
         if others.is_empty() {
-            return Ok(Ok(()));
+            return Ok(());
         }
-        Ok(Err(SelectionDiffers {
+        let what_now = match judging {
+            Judging::Newcomer => "This instance does not join.",
+            Judging::Member => {
+                // Most members first, then the lowest fingerprint: every
+                // member computes the same.
+                let fleets = by_selection
+                    .iter()
+                    .max_by(|(a, am), (b, bm)| am.len().cmp(&bm.len()).then(b.cmp(a)))
+                    .map(|(selection, _)| *selection);
+                if fleets == Some(self.own.0.as_str()) {
+                    return Ok(());
+                }
+                "This instance is the one that leaves (the fleet's selection is the one most members have; on a tie, the lowest fingerprint)."
+            }
+        };
+        Err(SelectionDiffers {
             group: self.group.clone(),
+            own: self.patterns.clone(),
+            own_fingerprint: self.own.0.clone(),
             others: others.join(", "),
-            session_secs: self.session_timeout.as_secs(),
-        }))
+            what_now,
+        })
     }
+}
+
+/// Describes the fleet's group every `interval` (one request, one admin
+/// client for the whole run) and sends a verdict that this instance must
+/// leave, then ends. Runs beside the supervisor's loop, which it never
+/// holds up; a describe that fails is logged when it starts failing and
+/// when it recovers.
+pub async fn watch(
+    check: SelectionCheck,
+    interval: Duration,
+    shutdown: Shutdown,
+    differs: mpsc::Sender<SelectionDiffers>,
+) {
+    let target = &check.target;
+    let admin = match GroupAdmin::new(target.name, &target.connection, target.groups().timeout) {
+        Ok(admin) => Arc::new(admin),
+        Err(e) => {
+            tracing::warn!("the fleet's topic selections are not compared while running: {e}");
+            return;
+        }
+    };
+    let check = Arc::new(check);
+    let mut failing = false;
+    loop {
+        tokio::select! {
+            _ = tokio::time::sleep(interval) => {}
+            _ = shutdown.wait() => return,
+        }
+        let (admin, asked) = (Arc::clone(&admin), Arc::clone(&check));
+        let described = tokio::task::spawn_blocking(move || describe_once(&admin, &asked.group))
+            .await
+            .expect("selection check panicked");
+        match described {
+            Ok(membership) => {
+                if failing {
+                    tracing::info!(group = %check.group, "the fleet's topic selections are compared again");
+                    failing = false;
+                }
+                if let Err(verdict) = check.judge(&membership, Judging::Member) {
+                    let _ = differs.send(verdict).await;
+                    return;
+                }
+            }
+            Err(e) if !failing => {
+                tracing::warn!(group = %check.group, "could not compare this instance's --include/--exclude with the fleet's other members (asked again every {interval:?}): {e}");
+                failing = true;
+            }
+            Err(_) => {}
+        }
+    }
+}
+
+fn describe_once(admin: &GroupAdmin, group: &str) -> Result<GroupMembership, GroupError> {
+    let mut answers = admin.describe(&[group.to_string()]);
+    answers.remove(group).unwrap_or_else(|| {
+        Err(GroupError {
+            cluster: "target",
+            group: group.to_string(),
+            operation: "reading the broker's answer",
+            source: Box::new(rdkafka::error::KafkaError::AdminOp(
+                rdkafka::types::RDKafkaErrorCode::Fail,
+            )),
+        })
+    })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::groups::MemberAssignment;
+    use crate::replication::membership::fleet_client_id;
 
     fn selection(include: &str, exclude: Option<&str>) -> Selection {
         Selection::of(&TopicFilter::new(include, exclude).unwrap())
@@ -133,6 +258,86 @@ mod tests {
         );
         // Include and exclude are told apart.
         assert_ne!(selection("a", Some("b")), selection("b", Some("a")));
-        assert_eq!(selection("a", None).as_str().len(), 8);
+        // Pinned: a change breaks a rolling upgrade of every fleet.
+        assert_eq!(selection("orders.*", None).as_str(), "00ce2b76");
+    }
+
+    fn check(include: &str) -> SelectionCheck {
+        let filter = TopicFilter::new(include, None).unwrap();
+        SelectionCheck {
+            target: Cluster {
+                name: "target",
+                connection: Default::default(),
+            },
+            group: "eosmirror.source".into(),
+            own: Selection::of(&filter),
+            patterns: include.into(),
+        }
+    }
+
+    /// A group of members with these selections (instance ids 1, 2, ...).
+    fn group(includes: &[&str]) -> GroupMembership {
+        let assignments = includes
+            .iter()
+            .zip(1..)
+            .map(|(include, instance)| MemberAssignment {
+                client_id: fleet_client_id(None, &selection(include, None), instance),
+                host: "/127.0.0.1".into(),
+                partitions: Vec::new(),
+            })
+            .collect();
+        GroupMembership {
+            state: "Stable".into(),
+            members: Vec::new(),
+            assignments,
+        }
+    }
+
+    #[test]
+    fn a_newcomer_is_refused_by_any_other_selection() {
+        let newcomer = check("a|b");
+        assert!(newcomer
+            .judge(&group(&["a|b", "a|b"]), Judging::Newcomer)
+            .is_ok());
+        let refused = newcomer
+            .judge(&group(&["a|b", "a"]), Judging::Newcomer)
+            .unwrap_err();
+        assert!(
+            refused
+                .others
+                .starts_with("instance-0000000000000002@/127.0.0.1 (fingerprint "),
+            "{refused}"
+        );
+        assert!(refused.to_string().contains("This instance does not join."));
+    }
+
+    #[test]
+    fn among_members_only_a_selection_other_than_the_fleets_leaves() {
+        // Two against one: the one leaves, the two stay.
+        assert!(check("a")
+            .judge(&group(&["a", "a", "b"]), Judging::Member)
+            .is_ok());
+        assert!(check("b")
+            .judge(&group(&["a", "a", "b"]), Judging::Member)
+            .is_err());
+        // A tie: the lowest fingerprint stays, whichever member judges.
+        let (low, high) = {
+            let (a, b) = (selection("a", None), selection("b", None));
+            if a.0 < b.0 {
+                ("a", "b")
+            } else {
+                ("b", "a")
+            }
+        };
+        assert!(check(low)
+            .judge(&group(&["a", "b"]), Judging::Member)
+            .is_ok());
+        assert!(check(high)
+            .judge(&group(&["a", "b"]), Judging::Member)
+            .is_err());
+        // Members without a fingerprint are not judged.
+        let mut other_tool = group(&["a"]);
+        other_tool.assignments[0].client_id = "rdkafka".into();
+        assert!(check("b").judge(&other_tool, Judging::Member).is_ok());
     }
 }

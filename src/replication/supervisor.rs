@@ -24,7 +24,7 @@ use super::layout::{Lane, Layout};
 use super::limits::BufferBudget;
 use super::membership::{FleetSettings, LaneOwnership, Membership, MembershipError, Tenure};
 use super::positions::watermark_client;
-use super::selection::{SelectionCheck, SelectionDiffers};
+use super::selection::{self, SelectionCheck, SelectionDiffers};
 use super::status_topic::{self, Identity, StatusPublisher};
 use super::watermarks;
 use crate::clusters::Cluster;
@@ -35,7 +35,7 @@ use crate::topics::clients::DiscoveryClients;
 use crate::topics::filter::TopicFilter;
 use crate::topics::internal::Finding;
 use crate::topics::target::{
-    decide, prepare_target, select, SourceTopic, TargetTopicOptions, TopicError,
+    decide, prepare_target, select, RefusedTopic, SourceTopic, TargetTopicOptions, TopicError,
 };
 
 /// More new partitions than this in one refresh (a start at thousands of
@@ -127,15 +127,25 @@ pub async fn run(
     let mut warned: HashSet<Finding> = HashSet::new();
     // Topics selected but left out as internal, each told once.
     let mut told_left_out: HashSet<String> = HashSet::new();
-    // Every refresh also compares the fleet's topic selections.
-    let selection = Arc::new(SelectionCheck::new(
-        &Cluster {
-            name: "target",
-            connection: settings.target_admin.clone(),
-        },
-        &settings.fleet,
+    // Members that got past the start's selection check (see
+    // `selection`): the watch says when this instance must leave.
+    let (differs_tx, mut selection_differs) = mpsc::channel(1);
+    tokio::spawn(selection::watch(
+        SelectionCheck::new(
+            &Cluster {
+                name: "target",
+                connection: settings.target_admin.clone(),
+            },
+            &settings.fleet,
+            &settings.filter,
+        ),
+        settings.refresh_interval,
+        shutdown.clone(),
+        differs_tx,
     ));
-    let mut told_selection_unchecked = false;
+    // Topics the target refused at the latest refresh, each told once
+    // while it stays refused.
+    let mut refused_before: HashSet<RefusedTopic> = HashSet::new();
     let stopped = &health.stopped;
     tokio::spawn(report_progress(
         Arc::clone(&health),
@@ -179,11 +189,25 @@ pub async fn run(
                 _ = shutdown.wait() => break,
             };
             match refreshed {
+                // At start-up a topic the target refuses is the user's to
+                // fix now; later, the other topics are copied on.
+                Ok(Refreshed { refused, .. }) if first_refresh && !refused.is_empty() => {
+                    first_error = Some(TopicError::Refused(refused).into());
+                    break;
+                }
                 Ok(Refreshed {
                     partitions,
                     warnings,
                     left_out,
+                    refused,
                 }) => {
+                    for topic in &refused {
+                        if !refused_before.contains(topic) {
+                            tracing::warn!("{topic}; the other topics are copied on, and the target is asked again at every refresh");
+                        }
+                    }
+                    m::topics_refused(refused.len());
+                    refused_before = refused.into_iter().collect();
                     for warning in warnings {
                         if !warned.contains(&warning) {
                             tracing::warn!("{warning}");
@@ -262,27 +286,6 @@ pub async fn run(
                 }
             }
             first_refresh = false;
-            // Two instances started at once with other selections both
-            // passed the start's check.
-            let check = Arc::clone(&selection);
-            let verdict = tokio::select! {
-                verdict = tokio::task::spawn_blocking(move || check.check()) => {
-                    verdict.expect("selection check panicked")
-                }
-                _ = shutdown.wait() => break,
-            };
-            match verdict {
-                Ok(Ok(())) => {}
-                Ok(Err(differs)) => {
-                    first_error = Some(differs.into());
-                    break;
-                }
-                Err(e) if !told_selection_unchecked => {
-                    tracing::warn!("could not compare this instance's --include/--exclude with the fleet's other members (tried again at every refresh): {e}");
-                    told_selection_unchecked = true;
-                }
-                Err(_) => {}
-            }
         }
         if let Some(reason) = ownership.failure() {
             first_error = Some(RunError::Membership(reason));
@@ -351,6 +354,10 @@ pub async fn run(
             _ = tokio::time::sleep_until(next_refresh) => {}
             Some(stuck) = stalled.recv() => {
                 first_error = Some(RunError::Stalled(stuck));
+                break;
+            }
+            Some(differs) = selection_differs.recv() => {
+                first_error = Some(differs.into());
                 break;
             }
             _ = shutdown.wait() => {}
@@ -544,6 +551,9 @@ struct Refreshed {
     /// Source topics the patterns select but that are not copied (see
     /// [`TopicFilter::left_out_as_internal`]).
     left_out: Vec<String>,
+    /// Topics the target refused to create or grow: their partitions
+    /// without a copy are left out of `partitions`.
+    refused: Vec<RefusedTopic>,
 }
 
 /// Lists source partitions to replicate and makes the target ready for
@@ -598,14 +608,22 @@ async fn refresh(
             .await
             .expect("readiness task panicked");
     }
+    let refused = prepared.refused;
     let partitions = topics
         .iter()
-        .flat_map(|t| (0..t.partitions).map(move |p| SourcePartition::new(&t.name, p)))
+        .flat_map(|t| {
+            let copyable = refused
+                .iter()
+                .find(|r| r.topic == t.name)
+                .map_or(t.partitions, |r| r.copyable.min(t.partitions));
+            (0..copyable).map(move |p| SourcePartition::new(&t.name, p))
+        })
         .collect();
     Ok(Refreshed {
         partitions,
         warnings: prepared.warnings,
         left_out,
+        refused,
     })
 }
 

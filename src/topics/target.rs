@@ -7,6 +7,7 @@
 //! lose positions: see [`super::internal`]) leaves the target untouched.
 
 use std::collections::BTreeMap;
+use std::fmt;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
@@ -26,7 +27,7 @@ use eosmirror_state::SourcePartition;
 
 use super::filter::TopicFilter;
 use super::internal::{self, Finding, InternalKind, Needs, ToolConnection};
-use crate::failpoints::{self, fault_armed};
+use crate::failpoints::{self, fault_argument, fault_armed};
 use crate::replication::layout::Layout;
 use crate::replication::progress::InternalTopics;
 
@@ -97,6 +98,8 @@ pub enum TopicError {
         /// The rendered tool connection, for the command.
         tools: String,
     },
+    #[error("{}", .0.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "))]
+    Refused(Vec<RefusedTopic>),
     #[error("{operation} for topic {topic} on the {cluster} cluster failed: {reason}")]
     Admin {
         operation: &'static str,
@@ -385,6 +388,31 @@ pub struct Prepared {
     /// made the internal topics; one with `--target.add.partitions` grew a
     /// topic).
     pub created_meanwhile: Vec<String>,
+    /// Data topics the target refused to create or to grow: their
+    /// partitions from `copyable` on have no copy to go to, while the
+    /// other topics are copied on.
+    pub refused: Vec<RefusedTopic>,
+}
+
+/// A source topic the target refused to create or to add partitions to
+/// (a creation policy, a quota, an ACL, a setting copied from the source
+/// it does not take).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct RefusedTopic {
+    pub topic: String,
+    /// Its partitions below this one exist on the target (0: none).
+    pub copyable: i32,
+    /// What the target answered, and to what.
+    pub reason: String,
+}
+
+impl fmt::Display for RefusedTopic {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.copyable {
+            0 => write!(f, "the target refused to create topic {} ({}): its records are not copied. Create it on the target yourself with the source's partition count (eosmirror then copies into it), or fix what the target refuses", self.topic, self.reason),
+            n => write!(f, "the target refused to add partitions to topic {} ({}): its partitions from {n} on are not copied. Add them on the target yourself (kafka-topics.sh --alter --partitions), or fix what the target refuses", self.topic, self.reason),
+        }
+    }
 }
 
 /// Creates or extends target topics so that every source partition has a
@@ -477,11 +505,25 @@ pub async fn prepare_target(
         );
         tokio::time::sleep(Duration::from_secs(10)).await;
     }
+    let mut refused = Vec::new();
     if !creations.is_empty() {
-        let results = target_admin
-            .create_topics(creations.iter(), &admin_options)
-            .await
-            .map_err(|e| admin_error("create topics", "(several)", e.to_string()))?;
+        // A fault: the target refuses topics named like the argument.
+        let refuse = fault_argument(failpoints::TOPICS_REFUSE_CREATE);
+        let (asked, faulted): (Vec<_>, Vec<_>) = creations
+            .iter()
+            .partition(|c| refuse.as_ref().is_none_or(|r| !c.name.contains(r.as_str())));
+        let mut results = match asked.is_empty() {
+            true => Vec::new(),
+            false => target_admin
+                .create_topics(asked, &admin_options)
+                .await
+                .map_err(|e| admin_error("create topics", "(several)", e.to_string()))?,
+        };
+        results.extend(
+            faulted
+                .iter()
+                .map(|c| Err((c.name.to_string(), RDKafkaErrorCode::PolicyViolation))),
+        );
         for result in results {
             match result {
                 Ok(name) => {
@@ -495,6 +537,14 @@ pub async fn prepare_target(
                 // Another instance created it meanwhile: checked by the
                 // caller against fresh metadata.
                 Err((name, RDKafkaErrorCode::TopicAlreadyExists)) => created_meanwhile.push(name),
+                // A data topic refused leaves the others to be copied; the
+                // internal topics are every lane's.
+                Err((name, code)) if decision.missing.iter().any(|t| t.name == name) => refused
+                    .push(RefusedTopic {
+                        topic: name,
+                        copyable: 0,
+                        reason: code.to_string(),
+                    }),
                 Err((name, code)) => {
                     return Err(admin_error("create topic", &name, code.to_string()))
                 }
@@ -529,7 +579,16 @@ pub async fn prepare_target(
                 // caller against fresh metadata.
                 Err((name, RDKafkaErrorCode::InvalidPartitions)) => created_meanwhile.push(name),
                 Err((name, code)) => {
-                    return Err(admin_error("add partitions", &name, code.to_string()))
+                    let copyable = decision
+                        .too_few
+                        .iter()
+                        .find(|(t, _, _)| *t == name)
+                        .map_or(0, |(_, _, target_count)| *target_count);
+                    refused.push(RefusedTopic {
+                        topic: name,
+                        copyable,
+                        reason: code.to_string(),
+                    })
                 }
             }
         }
@@ -538,6 +597,7 @@ pub async fn prepare_target(
         warnings,
         new_partitions,
         created_meanwhile,
+        refused,
     })
 }
 
