@@ -428,12 +428,13 @@ pub fn instance_of_client_id(client_id: &str) -> Option<u64> {
     u64::from_str_radix(hex, 16).ok()
 }
 
-/// The selection's fingerprint in a fleet member's client id, if it has
-/// one.
+/// The selection's fingerprint (8 hex digits) in a fleet member's client
+/// id, if it has one: a configured client id that merely contains the mark
+/// (`mirror.selection-eu`) is no fingerprint.
 pub fn selection_of_client_id(client_id: &str) -> Option<&str> {
     let (before, _) = client_id.rsplit_once(INSTANCE_MARK)?;
     let (_, selection) = before.rsplit_once(SELECTION_MARK)?;
-    Some(selection)
+    (selection.len() == 8 && selection.bytes().all(|b| b.is_ascii_hexdigit())).then_some(selection)
 }
 
 /// A fleet member as reports name it: `instance-<id>@<host>`, or its
@@ -707,6 +708,10 @@ mod tests {
         assert_eq!(instance_of_client_id("rdkafka"), None);
         assert_eq!(selection_of_client_id("rdkafka"), None);
         assert_eq!(selection_of_client_id("eosmirror.instance-05"), None);
+        assert_eq!(
+            selection_of_client_id("mirror.selection-eu.instance-0000000000000005"),
+            None
+        );
         assert_eq!(
             describe_member(&configured, "/10.0.0.1"),
             "instance-0000000000000005@/10.0.0.1"
