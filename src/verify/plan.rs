@@ -121,12 +121,13 @@ pub fn plan_mapped(i: &PlanInputs<'_>) -> Plan {
                 Some((_, t)) => t,
                 None => map.replicated_target_end.unwrap_or(i.target.high),
             };
-            if i.history_truncated
-                && map.first_source().is_none_or(|first| first > from)
-                && position.is_some_and(|p| p > from)
-            {
+            // With the history truncated, the mapping is known from the
+            // first run kept, or from where the oldest record kept says its
+            // copies end (nothing was copied from there to its position).
+            let first_known = map.first_known_source().or(position);
+            if i.history_truncated && first_known.is_some_and(|known| known > from) {
                 // Not read: with no mapping, its records would look missing.
-                let to = map.first_source().unwrap_or(position.unwrap_or(from));
+                let to = first_known.unwrap_or(from);
                 unverifiable.push(format!("no offset mapping for source offsets [{from}, {to}): the progress topic's retention (--progress.retention.ms of `run`) deleted it; verify a later range with --since or --last"));
                 (to, target_from)
             } else {
@@ -387,6 +388,24 @@ mod tests {
         });
         assert!(p.unverifiable[0].contains("source offsets [40, 100)"));
         assert_eq!((p.source_from, p.source_to), (100, 100));
+        // The position says its copies end at 97 (markers after them): a
+        // range from 98 is all known, one from 90 only from 97 on.
+        let mut marked = OffsetMap::default();
+        marked.add(&[], 100, 102);
+        marked.note_copies_end(97);
+        marked.seal();
+        let since = |offset| PlanInputs {
+            since_offset: Some(offset),
+            history_truncated: true,
+            source: Watermarks { low: 0, high: 110 },
+            ..inputs(&marked, Range::Since(7))
+        };
+        let p = plan_mapped(&since(98));
+        assert!(p.unverifiable.is_empty(), "{:?}", p.unverifiable);
+        assert_eq!(p.source_from, 98);
+        let p = plan_mapped(&since(90));
+        assert!(p.unverifiable[0].contains("source offsets [90, 97)"));
+        assert_eq!(p.source_from, 97);
 
         // All expired and the position past the snapshot: nothing read.
         let empty = OffsetMap::default();
