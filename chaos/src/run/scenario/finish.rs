@@ -71,6 +71,16 @@ impl<'a> Run<'a> {
                 verdict.total.duplicated_at_source
             ));
         }
+        let resets_injected = self.faults.iter().any(|f| {
+            f.kinds
+                .iter()
+                .any(|k| k == FaultKind::TargetReset.name() || k == FaultKind::SourceReset.name())
+        });
+        if resets_injected && self.connections_reset == 0 {
+            self.deviations.push(
+                "the reset faults cut no connection (eosmirror had none open through the proxy when they fired): what the scenario names was not tested".into(),
+            );
+        }
         if verdict.total.unreplicated > 0 {
             self.deviations.push(format!(
                 "{} committed records never reached the target (the copy did not catch up)",

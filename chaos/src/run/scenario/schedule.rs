@@ -89,7 +89,8 @@ impl<'a> Run<'a> {
         let tt = self.cfg.transaction_timeout_ms;
         // Network faults: set now, healed after `hold`.
         let mut hold = Duration::ZERO;
-        let mut resets: Vec<(Side, Duration)> = Vec::new();
+        // Per reset fault: its path, how often and how many times.
+        let mut resets: Vec<(Side, Duration, u64)> = Vec::new();
         for k in event.iter().filter(|k| !k.is_process()) {
             let side = k.path().expect("network fault");
             match k {
@@ -111,7 +112,7 @@ impl<'a> Run<'a> {
                         side_name(side),
                         every.as_secs_f64()
                     ));
-                    resets.push((side, every));
+                    resets.push((side, every, n));
                     hold = hold.max(every * n as u32);
                 }
                 _ => {
@@ -158,19 +159,31 @@ impl<'a> Run<'a> {
                 return Err(e);
             }
         }
-        // Hold the rest of the network faults' time, resetting as drawn.
-        let mut next_reset: Vec<(Side, Duration, Instant)> = resets
+        // Hold the rest of the network faults' time, resetting as drawn:
+        // every reset drawn is made, even after a process fault that
+        // outlasted the hold (they then follow each other closely).
+        let reset_before: Vec<u64> = resets
             .iter()
-            .map(|(s, e)| (*s, *e, net_start + *e))
+            .map(|(side, ..)| self.proxy(*side).stats().resets)
             .collect();
-        while net_start.elapsed() < hold {
-            for (side, every, next) in next_reset.iter_mut() {
-                if Instant::now() >= *next {
+        let mut next_reset: Vec<(Side, Duration, Instant, u64)> = resets
+            .iter()
+            .map(|(s, e, n)| (*s, *e, net_start + *e, *n))
+            .collect();
+        while net_start.elapsed() < hold || next_reset.iter().any(|(.., left)| *left > 0) {
+            for (side, every, next, left) in next_reset.iter_mut() {
+                if *left > 0 && Instant::now() >= *next {
                     self.proxy(*side).reset();
-                    *next += *every;
+                    *next = (*next + *every).max(Instant::now() + Duration::from_millis(200));
+                    *left -= 1;
                 }
             }
             self.sleep(Duration::from_millis(50));
+        }
+        for ((side, ..), before) in resets.iter().zip(reset_before) {
+            let cut = self.proxy(*side).stats().resets - before;
+            detail.push(format!("{cut} {} connections reset", side_name(*side)));
+            self.connections_reset += cut;
         }
         for k in event.iter().filter(|k| !k.is_process()) {
             self.proxy(k.path().expect("network fault"))

@@ -116,6 +116,7 @@ impl<'a> Run<'a> {
             faults: Vec::new(),
             deviations: Vec::new(),
             outcomes: Vec::new(),
+            connections_reset: 0,
             fault_phase: Instant::now(),
             gap_done: false,
             run_id,

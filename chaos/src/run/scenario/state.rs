@@ -55,6 +55,9 @@ pub(super) struct Run<'a> {
     pub(super) faults: Vec<FaultEvent>,
     pub(super) deviations: Vec<String>,
     pub(super) outcomes: Vec<String>,
+    /// Connections the reset faults cut (the proxies' count): none at all
+    /// means the scenario never tested what it names.
+    pub(super) connections_reset: u64,
     pub(super) fault_phase: Instant,
     pub(super) gap_done: bool,
     /// The workload's run id (in every record it writes).
