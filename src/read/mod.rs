@@ -731,6 +731,44 @@ pub fn first_committed(
     first_record(side, topic, partition, from, end, true)
 }
 
+/// Offset of the `count`-th committed record before `end`, counting back
+/// from it: where a range of the last `count` records starts, whatever
+/// transaction markers or aborted records lie among them (`low` if the
+/// partition holds fewer). Counts the records of windows back from `end`
+/// that double until one holds enough, then reads that window again to the
+/// record: about three times the range is read, in constant memory.
+pub fn start_of_last(
+    side: &Side,
+    topic: &str,
+    partition: i32,
+    (low, end): (i64, i64),
+    count: u64,
+) -> Result<i64, ReadError> {
+    let committed_in = |from: i64| -> Result<RangeReader, ReadError> {
+        RangeReader::open(side, topic, partition, from, end, true, Arc::default())
+    };
+    let mut window = count.max(1);
+    loop {
+        let from = end.saturating_sub(window as i64).max(low);
+        let mut reader = committed_in(from)?;
+        let mut held = 0u64;
+        while reader.next_record()?.is_some() {
+            held += 1;
+        }
+        if held >= count {
+            let mut reader = committed_in(from)?;
+            for _ in 0..held - count {
+                reader.next_record()?;
+            }
+            return Ok(reader.next_record()?.map_or(end, |r| r.offset));
+        }
+        if from == low {
+            return Ok(low);
+        }
+        window = window.saturating_mul(2);
+    }
+}
+
 /// Offset of the first record in `[from, end)` as `committed` reads (all
 /// records otherwise: those of open and aborted transactions too, but never
 /// a transaction marker), if any.

@@ -40,7 +40,7 @@ use crate::offsets::history::{read_mappings_as_of, TargetEnds};
 use crate::offsets::mapping::OffsetMap;
 use crate::offsets::tail::Needed;
 use crate::offsets::topics_now::{check_topics, topics_now};
-use crate::read::{first_committed, RangeReader, ReadError, Side};
+use crate::read::{first_committed, start_of_last, RangeReader, ReadError, Side};
 use crate::replication::progress::InternalTopics;
 use crate::replication::throttle::{Throttle, ThrottleLimits};
 use crate::topics::filter::TopicFilter;
@@ -406,9 +406,12 @@ fn plan_sequence_jobs(
                         .unwrap_or(t_high),
                 )
             }
+            // The last n records of each side, not offsets: markers and
+            // aborted records (one side transactional, the other not) would
+            // put the two windows' starts on different records.
             Range::Last(n) => (
-                (s_high - n as i64).max(s_low),
-                (t_high - n as i64).max(t_low),
+                start_of_last(source, &r.topic, r.partition, (s_low, s_high), n)?,
+                start_of_last(target, &r.target_topic, r.partition, (t_low, t_high), n)?,
             ),
         };
         if let Some(&o) = starts.get(&(SideName::Source, r.topic.clone(), r.partition)) {
