@@ -43,7 +43,9 @@ impl ResumeError {
     pub fn is_permanent(&self) -> bool {
         matches!(
             self,
-            ResumeError::Corrupt { .. } | ResumeError::OtherLane { .. }
+            ResumeError::Corrupt { .. }
+                | ResumeError::OtherLane { .. }
+                | ResumeError::Regressed { .. }
         )
     }
 }
@@ -94,6 +96,18 @@ pub enum ResumeError {
         offset: i64,
         source_partition: SourcePartition,
         lanes: u32,
+    },
+    #[error("{topic}-{partition} holds at offset {offset} a position of {source_partition} (next source offset {now_source}, next target offset {now_target}) behind the one at offset {before_offset} (next source offset {before_source}, next target offset {before_target}): one lane's committed positions only move forward, so a second writer committed positions of this alias — another deployment of it (another --transactional.id.prefix started at the same moment as this one) or a tool writing into the position topic. Stop the other writer; the copy of {source_partition} may hold records twice past source offset {now_source}: check it with `eosmirror verify`. This deployment does not resume until it is understood")]
+    Regressed {
+        topic: String,
+        partition: i32,
+        offset: i64,
+        source_partition: SourcePartition,
+        now_source: i64,
+        now_target: i64,
+        before_offset: i64,
+        before_source: i64,
+        before_target: i64,
     },
 }
 
@@ -170,6 +184,28 @@ pub fn read_lane_positions(
                     "{position_topic}-{partition} holds at offset {offset} a tombstone of {source}, whose positions are in partition {}: it deletes nothing",
                     layout.lane_of(&source).internal_partition()
                 );
+            }
+            // Invariant: within one lineage a partition's committed
+            // positions only move forward (fenced writers never commit).
+            ProgressEntry::Record(record)
+                if found.latest.get(&record.source).is_some_and(|before| {
+                    before.record.lineage == record.lineage
+                        && (record.next_source_offset < before.record.next_source_offset
+                            || record.next_target_offset < before.record.next_target_offset)
+                }) =>
+            {
+                let before = &found.latest[&record.source];
+                return Err(ResumeError::Regressed {
+                    topic: position_topic.to_string(),
+                    partition,
+                    offset,
+                    now_source: record.next_source_offset,
+                    now_target: record.next_target_offset,
+                    before_offset: before.position_offset,
+                    before_source: before.record.next_source_offset,
+                    before_target: before.record.next_target_offset,
+                    source_partition: record.source,
+                });
             }
             ProgressEntry::Record(record) => {
                 found.latest.insert(
@@ -470,6 +506,51 @@ mod tests {
             Err(ResumeError::Deleted { topic, .. }) => assert_eq!(topic, "positions"),
             other => panic!("expected a deletion error, got {other:?}"),
         }
+    }
+
+    /// A position behind the one before it, of the same topics, is a second
+    /// writer's: the read stops naming both. One of another lineage (the
+    /// topic started over) replaces it.
+    #[test]
+    fn a_position_behind_the_one_before_it_stops_the_read() {
+        let source = SourcePartition::new("orders", 3);
+        let ahead = position(&source);
+        let behind = ProgressRecord {
+            next_source_offset: ahead.next_source_offset - 5,
+            copies_end: ahead.next_source_offset - 5,
+            ..ahead.clone()
+        };
+        let mut started_over = behind.clone();
+        started_over.lineage.source_topic_id = crate::topics::identity::TopicId([9; 16]);
+        let key = ProgressRecord::key(&source);
+        let read = |records: &[Option<&ProgressRecord>]| {
+            let records: Vec<_> = records
+                .iter()
+                .map(|r| (key.clone(), r.map(ProgressRecord::encode)))
+                .collect();
+            let (_cluster, connection) = cluster_with("positions", &records);
+            read_lane_positions(
+                &connection,
+                "positions",
+                Lane(0),
+                Layout::new(1).unwrap(),
+                None,
+                TIMEOUT,
+                &|| {},
+            )
+        };
+        match read(&[Some(&ahead), Some(&behind)]) {
+            Err(e @ ResumeError::Regressed { .. }) => {
+                assert!(e.is_permanent(), "{e}");
+                assert!(e.to_string().contains("(next source offset 10, next target offset 9) behind the one at offset 0 (next source offset 15"), "{e}");
+            }
+            other => panic!("expected a regression, got {other:?}"),
+        }
+        let found = read(&[Some(&ahead), Some(&started_over)]).unwrap();
+        assert_eq!(found.latest[&source].record, started_over);
+        // After a tombstone, the partition starts again.
+        let found = read(&[Some(&ahead), None, Some(&behind)]).unwrap();
+        assert_eq!(found.latest[&source].record, behind);
     }
 
     /// A tombstone deletes its partition's position when it is in that
