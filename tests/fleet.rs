@@ -554,7 +554,7 @@ fn an_instance_selecting_other_topics_is_refused_and_a_race_of_two_is_ended() {
     );
     let mut ended_naming = 0;
     for instance in [&mut a, &mut c] {
-        // The one that did not see the other runs on, alone in the group.
+        // The one whose selection is the fleet's runs on, alone in the group.
         let code = match instance.mirror.is_running() {
             true => instance.mirror.stop(Duration::from_secs(60)),
             false => instance.mirror.wait_exit(Duration::from_secs(1)),

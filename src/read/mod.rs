@@ -749,7 +749,9 @@ pub fn start_of_last(
     };
     let mut window = count.max(1);
     loop {
-        let from = end.saturating_sub(window as i64).max(low);
+        let from = end
+            .saturating_sub(i64::try_from(window).unwrap_or(i64::MAX))
+            .max(low);
         let mut reader = committed_in(from)?;
         let mut held = 0u64;
         while reader.next_record()?.is_some() {

@@ -30,7 +30,9 @@ use crate::failpoints::{self, fault_armed};
 use crate::groups::admin::GroupAdmin;
 use crate::groups::{GroupError, GroupMembership};
 use crate::replication::layout::fnv1a;
-use crate::replication::membership::{describe_member, selection_of_client_id, FleetSettings};
+use crate::replication::membership::{
+    describe_member, instance_of_client_id, selection_of_client_id, FleetSettings,
+};
 use crate::shutdown::Shutdown;
 use crate::topics::filter::TopicFilter;
 
@@ -67,10 +69,25 @@ pub struct SelectionDiffers {
     pub what_now: &'static str,
 }
 
+/// A start the selection check refuses.
+#[derive(Debug, thiserror::Error)]
+pub enum SelectionRefusal {
+    #[error(transparent)]
+    Differs(#[from] SelectionDiffers),
+    #[error("could not compare this instance's --include/--exclude with the members of the fleet's group {group} on the target, so it does not join (an instance selecting other topics must not share the lanes): {source}. Every instance needs DESCRIBE on that group; start again once the target answers")]
+    Undescribed {
+        group: String,
+        #[source]
+        source: GroupError,
+    },
+}
+
 /// What this instance selects and which group to compare it with.
 pub struct SelectionCheck {
     target: Cluster,
     group: String,
+    /// This process's instance id, as its member's client id names it.
+    instance: u64,
     own: Selection,
     /// The patterns `own` is the fingerprint of, for messages.
     patterns: String,
@@ -93,6 +110,7 @@ impl SelectionCheck {
         SelectionCheck {
             target: target.clone(),
             group: fleet.group_id.clone(),
+            instance: fleet.instance,
             own: fleet.selection.clone(),
             patterns: match exclude {
                 Some(exclude) => format!("--include '{include}' --exclude '{exclude}'"),
@@ -102,9 +120,10 @@ impl SelectionCheck {
     }
 
     /// The start's check (blocking): refuses while the group has a member
-    /// with another selection. A describe that fails is logged and the
-    /// start goes on; the watch judges again once the instance is in.
-    pub fn before_joining(&self) -> Result<(), SelectionDiffers> {
+    /// with another selection, or when the group cannot be described (after
+    /// the retries of a coordinator that is loading or moving): a newcomer
+    /// let in unchecked could, on a tie, outlast the fleet's own selection.
+    pub fn before_joining(&self) -> Result<(), SelectionRefusal> {
         tracing::info!(group = %self.group, fingerprint = %self.own.0, selection = %self.patterns, "this instance's topic selection, which every member of the fleet must share");
         if fault_armed(failpoints::FLEET_SELECTION_UNSEEN) {
             tracing::warn!(
@@ -113,21 +132,32 @@ impl SelectionCheck {
             );
             return Ok(());
         }
-        match self.target.groups().membership(&self.group) {
-            Ok(membership) => self.judge(&membership, Judging::Newcomer),
-            Err(e) => {
-                tracing::warn!(group = %self.group, "could not compare this instance's --include/--exclude with the fleet's other members before joining; checked again once joined: {e}");
-                Ok(())
-            }
-        }
+        let membership = self
+            .target
+            .groups()
+            .membership(&self.group)
+            .map_err(|source| SelectionRefusal::Undescribed {
+                group: self.group.clone(),
+                source,
+            })?;
+        Ok(self.judge(&membership, Judging::Newcomer)?)
     }
 
-    /// Judges this instance by the members `membership` describes.
+    /// Judges this instance by the members `membership` describes. A member
+    /// is judged only once the description holds it (before its join
+    /// lands, it would count the others without itself).
     fn judge(
         &self,
         membership: &GroupMembership,
         judging: Judging,
     ) -> Result<(), SelectionDiffers> {
+        let in_group = membership
+            .assignments
+            .iter()
+            .any(|m| instance_of_client_id(&m.client_id) == Some(self.instance));
+        if judging == Judging::Member && !in_group {
+            return Ok(());
+        }
         let mut by_selection: BTreeMap<&str, Vec<String>> = BTreeMap::new();
         for member in &membership.assignments {
             if let Some(selection) = selection_of_client_id(&member.client_id) {
@@ -270,6 +300,7 @@ mod tests {
                 connection: Default::default(),
             },
             group: "eosmirror.source".into(),
+            instance: 1,
             own: Selection::of(&filter),
             patterns: include.into(),
         }
@@ -335,6 +366,12 @@ mod tests {
         assert!(check(high)
             .judge(&group(&["a", "b"]), Judging::Member)
             .is_err());
+        // Before its own join lands, a member judges nothing (it would
+        // count the others without itself); a newcomer is refused.
+        let mut joining = group(&["a"]);
+        joining.assignments[0].client_id = fleet_client_id(None, &selection("a", None), 7);
+        assert!(check("b").judge(&joining, Judging::Member).is_ok());
+        assert!(check("b").judge(&joining, Judging::Newcomer).is_err());
         // Members without a fingerprint are not judged.
         let mut other_tool = group(&["a"]);
         other_tool.assignments[0].client_id = "rdkafka".into();

@@ -189,18 +189,14 @@ pub async fn run(
                 _ = shutdown.wait() => break,
             };
             match refreshed {
-                // At start-up a topic the target refuses is the user's to
-                // fix now; later, the other topics are copied on.
-                Ok(Refreshed { refused, .. }) if first_refresh && !refused.is_empty() => {
-                    first_error = Some(TopicError::Refused(refused).into());
-                    break;
-                }
                 Ok(Refreshed {
                     partitions,
                     warnings,
                     left_out,
                     refused,
                 }) => {
+                    // Not fatal, not even at start: a restart of a fleet
+                    // copying the other topics must go on copying them.
                     for topic in &refused {
                         if !refused_before.contains(topic) {
                             tracing::warn!("{topic}; the other topics are copied on, and the target is asked again at every refresh");

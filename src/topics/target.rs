@@ -98,8 +98,6 @@ pub enum TopicError {
         /// The rendered tool connection, for the command.
         tools: String,
     },
-    #[error("{}", .0.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "))]
-    Refused(Vec<RefusedTopic>),
     #[error("{operation} for topic {topic} on the {cluster} cluster failed: {reason}")]
     Admin {
         operation: &'static str,
@@ -402,6 +400,8 @@ pub struct RefusedTopic {
     pub topic: String,
     /// Its partitions below this one exist on the target (0: none).
     pub copyable: i32,
+    /// The source's partition count: what the target topic needs.
+    pub partitions: i32,
     /// What the target answered, and to what.
     pub reason: String,
 }
@@ -409,8 +409,8 @@ pub struct RefusedTopic {
 impl fmt::Display for RefusedTopic {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self.copyable {
-            0 => write!(f, "the target refused to create topic {} ({}): its records are not copied. Create it on the target yourself with the source's partition count (eosmirror then copies into it), or fix what the target refuses", self.topic, self.reason),
-            n => write!(f, "the target refused to add partitions to topic {} ({}): its partitions from {n} on are not copied. Add them on the target yourself (kafka-topics.sh --alter --partitions), or fix what the target refuses", self.topic, self.reason),
+            0 => write!(f, "the target refused to create topic {} ({}): its records are not copied. Create it on the target yourself with {} partitions, message.timestamp.type=CreateTime and the source topic's cleanup.policy and retention settings (eosmirror then copies into it), or fix what the target refuses", self.topic, self.reason, self.partitions),
+            n => write!(f, "the target refused to add partitions to topic {} ({}): its partitions from {n} on are not copied. Add them on the target yourself (kafka-topics.sh --alter --topic {} --partitions {}), or fix what the target refuses", self.topic, self.reason, self.topic, self.partitions),
         }
     }
 }
@@ -539,12 +539,19 @@ pub async fn prepare_target(
                 Err((name, RDKafkaErrorCode::TopicAlreadyExists)) => created_meanwhile.push(name),
                 // A data topic refused leaves the others to be copied; the
                 // internal topics are every lane's.
-                Err((name, code)) if decision.missing.iter().any(|t| t.name == name) => refused
-                    .push(RefusedTopic {
+                Err((name, code)) if decision.missing.iter().any(|t| t.name == name) => {
+                    let partitions = decision
+                        .missing
+                        .iter()
+                        .find(|t| t.name == name)
+                        .map_or(0, |t| t.partitions);
+                    refused.push(RefusedTopic {
                         topic: name,
                         copyable: 0,
+                        partitions,
                         reason: code.to_string(),
-                    }),
+                    })
+                }
                 Err((name, code)) => {
                     return Err(admin_error("create topic", &name, code.to_string()))
                 }
@@ -579,14 +586,17 @@ pub async fn prepare_target(
                 // caller against fresh metadata.
                 Err((name, RDKafkaErrorCode::InvalidPartitions)) => created_meanwhile.push(name),
                 Err((name, code)) => {
-                    let copyable = decision
+                    let (partitions, copyable) = decision
                         .too_few
                         .iter()
                         .find(|(t, _, _)| *t == name)
-                        .map_or(0, |(_, _, target_count)| *target_count);
+                        .map_or((0, 0), |(_, source_count, target_count)| {
+                            (*source_count, *target_count)
+                        });
                     refused.push(RefusedTopic {
                         topic: name,
                         copyable,
+                        partitions,
                         reason: code.to_string(),
                     })
                 }

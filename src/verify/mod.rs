@@ -409,10 +409,29 @@ fn plan_sequence_jobs(
             // The last n records of each side, not offsets: markers and
             // aborted records (one side transactional, the other not) would
             // put the two windows' starts on different records.
-            Range::Last(n) => (
-                start_of_last(source, &r.topic, r.partition, (s_low, s_high), n)?,
-                start_of_last(target, &r.target_topic, r.partition, (t_low, t_high), n)?,
-            ),
+            Range::Last(n) => {
+                let starts = start_of_last(source, &r.topic, r.partition, (s_low, s_high), n)
+                    .and_then(|s| {
+                        Ok((
+                            s,
+                            start_of_last(
+                                target,
+                                &r.target_topic,
+                                r.partition,
+                                (t_low, t_high),
+                                n,
+                            )?,
+                        ))
+                    });
+                match starts {
+                    Ok(starts) => starts,
+                    Err(e) => {
+                        r.unverifiable
+                            .push(format!("finding where the last {n} records start: {e}"));
+                        continue;
+                    }
+                }
+            }
         };
         if let Some(&o) = starts.get(&(SideName::Source, r.topic.clone(), r.partition)) {
             s_from = o;
