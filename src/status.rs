@@ -41,7 +41,7 @@ use crate::groups::kafka::GroupClient;
 use crate::offsets::topics_now::{check_topics, topics_now, Recreated};
 use crate::read::{is_deleted, poll_reader, reader_config, StallWatch};
 use crate::replication::layout::Layout;
-use crate::replication::membership::describe_member;
+use crate::replication::member_id::describe_member;
 use crate::replication::progress::{InternalTopics, ProgressEntry, ProgressRecord};
 use crate::replication::status_topic::LaneStatus;
 use crate::replication::watermarks;

@@ -109,6 +109,25 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         .as_deref()
         .map(|g| NamePattern::groups("--groups.sync", g))
         .transpose()?;
+    // What every instance of a fleet must share (see `selection`).
+    let (include, exclude) = filter.patterns();
+    let selection = Selection::of(&[
+        ("--include", Some(include)),
+        ("--exclude", exclude),
+        ("--start.over", start_over.as_ref().map(|f| f.patterns().0)),
+        (
+            "--groups.sync",
+            groups_sync.as_ref().map(NamePattern::as_str),
+        ),
+        (
+            "--on.source.gap",
+            matches!(args.on_source_gap, OnSourceGap::Skip).then_some("skip"),
+        ),
+        (
+            "--target.allow.nonempty",
+            args.target_allow_nonempty.then_some("true"),
+        ),
+    ]);
     let throttle_limits = super::throttle_limits(&args.throttle)?;
     let mut source = load_client_config(&args.connection.consumer_config, ClientRole::Consumer)?;
     let mut target = load_client_config(&args.connection.producer_config, ClientRole::Producer)?;
@@ -222,7 +241,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     let fleet = FleetSettings {
         target: target_connection.clone(),
         instance,
-        selection: Selection::of(&filter),
+        selection,
         group_id: transactional_id_base.clone(),
         position_topic: InternalTopics::for_alias(&args.connection.source_alias).position,
         session_timeout: Duration::from_millis(args.fleet_session_timeout_ms),
@@ -234,8 +253,9 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
                 name: "target",
                 connection: target_connection.clone(),
             },
-            &fleet,
-            &filter,
+            &fleet.group_id,
+            fleet.instance,
+            &fleet.selection,
         );
         tokio::task::spawn_blocking(move || check.before_joining())
             .await

@@ -13,6 +13,7 @@ pub mod latency;
 pub mod layout;
 pub mod limits;
 pub mod lineage;
+pub mod member_id;
 pub mod membership;
 pub mod other_deployments;
 pub mod park;

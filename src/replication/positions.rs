@@ -97,7 +97,7 @@ pub enum ResumeError {
         source_partition: SourcePartition,
         lanes: u32,
     },
-    #[error("{topic}-{partition} holds at offset {offset} a position of {source_partition} (next source offset {now_source}, next target offset {now_target}) behind the one at offset {before_offset} (next source offset {before_source}, next target offset {before_target}): one lane's committed positions only move forward, so a second writer committed positions of this alias — another deployment of it (another --transactional.id.prefix started at the same moment as this one) or a tool writing into the position topic. Stop the other writer; the copy of {source_partition} may hold records twice past source offset {now_source}: check it with `eosmirror verify`. This deployment does not resume until it is understood")]
+    #[error("{topic}-{partition} holds at offset {offset} a position of {source_partition} (next source offset {now_source}, next target offset {now_target}) behind the one at offset {before_offset} (next source offset {before_source}, next target offset {before_target}): one lane's committed positions only move forward, so a second writer committed positions of this alias — another deployment of it (another --transactional.id.prefix started at the same moment as this one) or a tool writing into the position topic. Stop the other writer; the copy of {source_partition} may hold records twice past source offset {now_source}: check it with `eosmirror verify`. The lanes read both records (and stop) until the position topic is compacted; after that a start resumes at the later one")]
     Regressed {
         topic: String,
         partition: i32,

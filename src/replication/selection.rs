@@ -1,14 +1,18 @@
-//! Every instance of a fleet copies the same topics.
+//! Every instance of a fleet copies the same topics, the same way.
 //!
 //! A lane copies the partitions of the topics its owner selects
 //! (`--include`, `--exclude`), and the fleet's group moves lanes between
 //! instances. An instance started with another selection would, while it
 //! owns a lane, leave out that lane's partitions of topics the others copy
 //! (a standby missing them when it is failed over to), or copy topics the
-//! others leave out. Nothing would say so.
+//! others leave out. Nothing would say so. The same holds for the settings
+//! that decide how a lane meets its partitions' troubles (`--start.over`,
+//! `--on.source.gap`, `--target.allow.nonempty`) and which groups are
+//! synced (`--groups.sync`, run by the owner of lane 0): they would change
+//! with the lane's owner.
 //!
-//! So every member of the fleet's group carries a fingerprint of its
-//! selection in its client id (see [`super::membership::fleet_client_id`]),
+//! So every member of the fleet's group carries a fingerprint of these
+//! settings (its "selection") in its client id (see [`super::membership::fleet_client_id`]),
 //! which the group's description shows. A start is refused while the group
 //! has a member with another fingerprint. Instances that got in anyway
 //! (started at once, or while the group could not be described) are found
@@ -30,56 +34,59 @@ use crate::failpoints::{self, fault_armed};
 use crate::groups::admin::GroupAdmin;
 use crate::groups::{GroupError, GroupMembership};
 use crate::replication::layout::fnv1a;
-use crate::replication::membership::{
-    describe_member, instance_of_client_id, selection_of_client_id, FleetSettings,
+use crate::replication::member_id::{
+    describe_member, instance_of_client_id, selection_of_client_id,
 };
 use crate::shutdown::Shutdown;
-use crate::topics::filter::TopicFilter;
 
-/// The fingerprint of a topic selection: 8 hex digits of FNV-1a over the
-/// patterns as compiled, the same on every machine. It changes only if
-/// eosmirror compiles the same patterns differently (pinned by a test).
+/// What every instance of a fleet must share: the options that decide
+/// what is copied and synced and how a lane meets its partitions'
+/// troubles, with their fingerprint (8 hex digits of FNV-1a over the
+/// options as given to it, patterns as compiled: the same on every
+/// machine; pinned by a test).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Selection(String);
+pub struct Selection {
+    fingerprint: String,
+    /// The options set, as a command line shows them (for messages).
+    described: String,
+}
 
 impl Selection {
-    pub fn of(filter: &TopicFilter) -> Selection {
-        let (include, exclude) = filter.patterns();
-        let text = format!("{include}\0{}", exclude.unwrap_or_default());
-        Selection(format!("{:08x}", fnv1a(text.as_bytes()) as u32))
+    /// The selection of `options` (name, value if set).
+    pub fn of(options: &[(&str, Option<&str>)]) -> Selection {
+        let mut text = String::new();
+        let mut described = Vec::new();
+        for (name, value) in options {
+            if let Some(value) = value {
+                text.push_str(&format!("{name}\0{value}\0"));
+                described.push(format!("{name} '{value}'"));
+            }
+        }
+        Selection {
+            fingerprint: format!("{:08x}", fnv1a(text.as_bytes()) as u32),
+            described: described.join(" "),
+        }
     }
 
+    /// The fingerprint, as member client ids carry it.
     pub fn as_str(&self) -> &str {
-        &self.0
+        &self.fingerprint
     }
 }
 
 /// This instance may not copy in the fleet: its group has members that
 /// select other topics.
 #[derive(Debug, thiserror::Error)]
-#[error("the fleet's group {group} on the target has members started with other --include/--exclude than this instance ({own}, fingerprint {own_fingerprint}): {others}. Every instance of a fleet must select the same topics: lanes move between instances, and while a lane is with an instance that leaves some of its topics out, nothing copies them. {what_now} Start every instance with the same --include and --exclude; to change them, stop every instance, then start them all with the new ones (an instance killed without leaving the group stays a member for --fleet.session.timeout.ms)")]
+#[error("the fleet's group {group} on the target has members started with other --include/--exclude/--start.over/--groups.sync/--on.source.gap/--target.allow.nonempty than this instance ({own}, fingerprint {own_fingerprint}): {others}. Every instance of a fleet must share them: lanes move between instances, and while a lane is with an instance that leaves some of its topics out, nothing copies them (or its owner decides how its partitions' errors are met, and whether groups are synced). {what_now} Start every instance with the same options; to change them, stop every instance, then start them all with the new ones (an instance killed without leaving the group stays a member for --fleet.session.timeout.ms)")]
 pub struct SelectionDiffers {
     pub group: String,
-    /// This instance's patterns, as the user can compare them.
+    /// This instance's options, as the user can compare them.
     pub own: String,
     pub own_fingerprint: String,
     /// The other members, `instance-<id>@<host> (fingerprint <hex>)`.
     pub others: String,
     /// Why this instance is the one that stops.
     pub what_now: &'static str,
-}
-
-/// A start the selection check refuses.
-#[derive(Debug, thiserror::Error)]
-pub enum SelectionRefusal {
-    #[error(transparent)]
-    Differs(#[from] SelectionDiffers),
-    #[error("could not compare this instance's --include/--exclude with the members of the fleet's group {group} on the target, so it does not join (an instance selecting other topics must not share the lanes): {source}. Every instance needs DESCRIBE on that group; start again once the target answers")]
-    Undescribed {
-        group: String,
-        #[source]
-        source: GroupError,
-    },
 }
 
 /// What this instance selects and which group to compare it with.
@@ -89,8 +96,6 @@ pub struct SelectionCheck {
     /// This process's instance id, as its member's client id names it.
     instance: u64,
     own: Selection,
-    /// The patterns `own` is the fingerprint of, for messages.
-    patterns: String,
 }
 
 /// Whom a description of the fleet's group judges.
@@ -103,28 +108,31 @@ enum Judging {
 }
 
 impl SelectionCheck {
-    /// The check of `fleet`'s group on `target` for `filter`'s selection
-    /// (the one `fleet.selection` was made of).
-    pub fn new(target: &Cluster, fleet: &FleetSettings, filter: &TopicFilter) -> SelectionCheck {
-        let (include, exclude) = filter.patterns();
+    /// The check of the fleet's `group` on `target` for this process
+    /// (`instance`) and its `selection`.
+    pub fn new(
+        target: &Cluster,
+        group: &str,
+        instance: u64,
+        selection: &Selection,
+    ) -> SelectionCheck {
         SelectionCheck {
             target: target.clone(),
-            group: fleet.group_id.clone(),
-            instance: fleet.instance,
-            own: fleet.selection.clone(),
-            patterns: match exclude {
-                Some(exclude) => format!("--include '{include}' --exclude '{exclude}'"),
-                None => format!("--include '{include}'"),
-            },
+            group: group.to_string(),
+            instance,
+            own: selection.clone(),
         }
     }
 
     /// The start's check (blocking): refuses while the group has a member
-    /// with another selection, or when the group cannot be described (after
-    /// the retries of a coordinator that is loading or moving): a newcomer
-    /// let in unchecked could, on a tie, outlast the fleet's own selection.
-    pub fn before_joining(&self) -> Result<(), SelectionRefusal> {
-        tracing::info!(group = %self.group, fingerprint = %self.own.0, selection = %self.patterns, "this instance's topic selection, which every member of the fleet must share");
+    /// with another selection. A group that cannot be described (a
+    /// coordinator still loading its offsets after a broker restart, past
+    /// the retries) is logged and the start goes on, judged by the watch
+    /// once in: refusing there would fail every start after a target
+    /// restart. (A newcomer let in so, alone against one member, wins a tie
+    /// with the lower fingerprint: a narrow window, logged.)
+    pub fn before_joining(&self) -> Result<(), SelectionDiffers> {
+        tracing::info!(group = %self.group, fingerprint = %self.own.fingerprint, selection = %self.own.described, "this instance's options that every member of the fleet must share");
         if fault_armed(failpoints::FLEET_SELECTION_UNSEEN) {
             tracing::warn!(
                 "fault point {}: the fleet's group is not checked before joining",
@@ -132,15 +140,13 @@ impl SelectionCheck {
             );
             return Ok(());
         }
-        let membership = self
-            .target
-            .groups()
-            .membership(&self.group)
-            .map_err(|source| SelectionRefusal::Undescribed {
-                group: self.group.clone(),
-                source,
-            })?;
-        Ok(self.judge(&membership, Judging::Newcomer)?)
+        match self.target.groups().membership(&self.group) {
+            Ok(membership) => self.judge(&membership, Judging::Newcomer),
+            Err(e) => {
+                tracing::warn!(group = %self.group, "could not compare this instance's shared options with the fleet's members before joining (judged again once joined): {e}");
+                Ok(())
+            }
+        }
     }
 
     /// Judges this instance by the members `membership` describes. A member
@@ -169,7 +175,7 @@ impl SelectionCheck {
         }
         let others: Vec<String> = by_selection
             .iter()
-            .filter(|(selection, _)| **selection != self.own.0)
+            .filter(|(selection, _)| **selection != self.own.fingerprint)
             .flat_map(|(selection, members)| {
                 members
                     .iter()
@@ -188,7 +194,7 @@ impl SelectionCheck {
                     .iter()
                     .max_by(|(a, am), (b, bm)| am.len().cmp(&bm.len()).then(b.cmp(a)))
                     .map(|(selection, _)| *selection);
-                if fleets == Some(self.own.0.as_str()) {
+                if fleets == Some(self.own.fingerprint.as_str()) {
                     return Ok(());
                 }
                 "This instance is the one that leaves (the fleet's selection is the one most members have; on a tie, the lowest fingerprint)."
@@ -196,8 +202,8 @@ impl SelectionCheck {
         };
         Err(SelectionDiffers {
             group: self.group.clone(),
-            own: self.patterns.clone(),
-            own_fingerprint: self.own.0.clone(),
+            own: self.own.described.clone(),
+            own_fingerprint: self.own.fingerprint.clone(),
             others: others.join(", "),
             what_now,
         })
@@ -272,10 +278,14 @@ fn describe_once(admin: &GroupAdmin, group: &str) -> Result<GroupMembership, Gro
 mod tests {
     use super::*;
     use crate::groups::MemberAssignment;
-    use crate::replication::membership::fleet_client_id;
+    use crate::replication::member_id::fleet_client_id;
+    use crate::topics::filter::TopicFilter;
 
+    /// The selection of a run that sets only these topic patterns.
     fn selection(include: &str, exclude: Option<&str>) -> Selection {
-        Selection::of(&TopicFilter::new(include, exclude).unwrap())
+        let filter = TopicFilter::new(include, exclude).unwrap();
+        let (include, exclude) = filter.patterns();
+        Selection::of(&[("--include", Some(include)), ("--exclude", exclude)])
     }
 
     #[test]
@@ -288,12 +298,27 @@ mod tests {
         );
         // Include and exclude are told apart.
         assert_ne!(selection("a", Some("b")), selection("b", Some("a")));
+        // The other shared options count; unset ones do not.
+        let with =
+            |name, value| Selection::of(&[("--include", Some("^(?:orders)$")), (name, value)]);
+        assert_eq!(with("--on.source.gap", None), selection("orders", None));
+        assert_ne!(
+            with("--on.source.gap", Some("skip")),
+            selection("orders", None)
+        );
+        assert_ne!(
+            with("--groups.sync", Some("a")),
+            with("--start.over", Some("a"))
+        );
+        assert_eq!(
+            with("--on.source.gap", Some("skip")).described,
+            "--include '^(?:orders)$' --on.source.gap 'skip'"
+        );
         // Pinned: a change breaks a rolling upgrade of every fleet.
-        assert_eq!(selection("orders.*", None).as_str(), "00ce2b76");
+        assert_eq!(selection("orders.*", None).as_str(), "169270b8");
     }
 
     fn check(include: &str) -> SelectionCheck {
-        let filter = TopicFilter::new(include, None).unwrap();
         SelectionCheck {
             target: Cluster {
                 name: "target",
@@ -301,8 +326,7 @@ mod tests {
             },
             group: "eosmirror.source".into(),
             instance: 1,
-            own: Selection::of(&filter),
-            patterns: include.into(),
+            own: selection(include, None),
         }
     }
 
@@ -312,7 +336,7 @@ mod tests {
             .iter()
             .zip(1..)
             .map(|(include, instance)| MemberAssignment {
-                client_id: fleet_client_id(None, &selection(include, None), instance),
+                client_id: fleet_client_id(None, selection(include, None).as_str(), instance),
                 host: "/127.0.0.1".into(),
                 partitions: Vec::new(),
             })
@@ -354,7 +378,7 @@ mod tests {
         // A tie: the lowest fingerprint stays, whichever member judges.
         let (low, high) = {
             let (a, b) = (selection("a", None), selection("b", None));
-            if a.0 < b.0 {
+            if a.fingerprint < b.fingerprint {
                 ("a", "b")
             } else {
                 ("b", "a")
@@ -369,7 +393,7 @@ mod tests {
         // Before its own join lands, a member judges nothing (it would
         // count the others without itself); a newcomer is refused.
         let mut joining = group(&["a"]);
-        joining.assignments[0].client_id = fleet_client_id(None, &selection("a", None), 7);
+        joining.assignments[0].client_id = fleet_client_id(None, selection("a", None).as_str(), 7);
         assert!(check("b").judge(&joining, Judging::Member).is_ok());
         assert!(check("b").judge(&joining, Judging::Newcomer).is_err());
         // Members without a fingerprint are not judged.

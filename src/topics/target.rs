@@ -409,7 +409,7 @@ pub struct RefusedTopic {
 impl fmt::Display for RefusedTopic {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self.copyable {
-            0 => write!(f, "the target refused to create topic {} ({}): its records are not copied. Create it on the target yourself with {} partitions, message.timestamp.type=CreateTime and the source topic's cleanup.policy and retention settings (eosmirror then copies into it), or fix what the target refuses", self.topic, self.reason, self.partitions),
+            0 => write!(f, "the target refused to create topic {} ({}): its records are not copied. Create it on the target yourself with {} partitions, message.timestamp.type=CreateTime and the source topic's settings eosmirror would copy ({}) (eosmirror then copies into it), or fix what the target refuses", self.topic, self.reason, self.partitions, COPIED_SETTINGS.join(", ")),
             n => write!(f, "the target refused to add partitions to topic {} ({}): its partitions from {n} on are not copied. Add them on the target yourself (kafka-topics.sh --alter --topic {} --partitions {}), or fix what the target refuses", self.topic, self.reason, self.topic, self.partitions),
         }
     }
