@@ -585,4 +585,5 @@ fn an_instance_selecting_other_topics_is_refused_and_a_race_of_two_is_ended() {
 
 /// What an instance says when the fleet's group has a member with another
 /// topic selection.
-const SELECTION_DIFFERS: &str = "members started with other --include/--exclude/--start.over/--groups.sync/--on.source.gap/--target.allow.nonempty than this instance";
+const SELECTION_DIFFERS: &str =
+    "members started with other --include/--exclude/--groups.sync than this instance";

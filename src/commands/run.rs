@@ -114,18 +114,9 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     let selection = Selection::of(&[
         ("--include", Some(include)),
         ("--exclude", exclude),
-        ("--start.over", start_over.as_ref().map(|f| f.patterns().0)),
         (
             "--groups.sync",
             groups_sync.as_ref().map(NamePattern::as_str),
-        ),
-        (
-            "--on.source.gap",
-            matches!(args.on_source_gap, OnSourceGap::Skip).then_some("skip"),
-        ),
-        (
-            "--target.allow.nonempty",
-            args.target_allow_nonempty.then_some("true"),
         ),
     ]);
     let throttle_limits = super::throttle_limits(&args.throttle)?;
@@ -254,6 +245,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
                 connection: target_connection.clone(),
             },
             &fleet.group_id,
+            fleet.session_timeout,
             fleet.instance,
             &fleet.selection,
         );

@@ -5,14 +5,15 @@
 //! instances. An instance started with another selection would, while it
 //! owns a lane, leave out that lane's partitions of topics the others copy
 //! (a standby missing them when it is failed over to), or copy topics the
-//! others leave out. Nothing would say so. The same holds for the settings
-//! that decide how a lane meets its partitions' troubles (`--start.over`,
-//! `--on.source.gap`, `--target.allow.nonempty`) and which groups are
-//! synced (`--groups.sync`, run by the owner of lane 0): they would change
-//! with the lane's owner.
+//! others leave out. Nothing would say so. The same holds for which groups
+//! are synced (`--groups.sync`, run by the owner of lane 0). (Options a
+//! runbook adds for one restart, `--start.over`, `--on.source.gap skip`,
+//! `--target.allow.nonempty`, are not compared: a lane whose owner lacks
+//! them stops the partition by name, never silently.)
 //!
 //! So every member of the fleet's group carries a fingerprint of these
-//! settings (its "selection") in its client id (see [`super::membership::fleet_client_id`]),
+//! options (its "selection") in its client id (see
+//! [`super::member_id::fleet_client_id`]),
 //! which the group's description shows. A start is refused while the group
 //! has a member with another fingerprint. Instances that got in anyway
 //! (started at once, or while the group could not be described) are found
@@ -25,7 +26,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use tokio::sync::mpsc;
 
@@ -74,10 +75,14 @@ impl Selection {
     }
 }
 
+/// Past a member's session timeout, how long the coordinator may take to
+/// remove it.
+const SESSION_SLACK: Duration = Duration::from_secs(2);
+
 /// This instance may not copy in the fleet: its group has members that
-/// select other topics.
+/// copy or sync something else.
 #[derive(Debug, thiserror::Error)]
-#[error("the fleet's group {group} on the target has members started with other --include/--exclude/--start.over/--groups.sync/--on.source.gap/--target.allow.nonempty than this instance ({own}, fingerprint {own_fingerprint}): {others}. Every instance of a fleet must share them: lanes move between instances, and while a lane is with an instance that leaves some of its topics out, nothing copies them (or its owner decides how its partitions' errors are met, and whether groups are synced). {what_now} Start every instance with the same options; to change them, stop every instance, then start them all with the new ones (an instance killed without leaving the group stays a member for --fleet.session.timeout.ms)")]
+#[error("the fleet's group {group} on the target has members started with other --include/--exclude/--groups.sync than this instance ({own}, fingerprint {own_fingerprint}): {others}. Every instance of a fleet must share them: lanes move between instances, and while a lane is with an instance that leaves some of its topics out, nothing copies them (and groups are synced by whichever instance owns lane 0). {what_now} Start every instance with the same options; to change them, stop every instance, then start them all with the new ones")]
 pub struct SelectionDiffers {
     pub group: String,
     /// This instance's options, as the user can compare them.
@@ -95,6 +100,8 @@ pub struct SelectionCheck {
     group: String,
     /// This process's instance id, as its member's client id names it.
     instance: u64,
+    /// How long the group keeps a member killed without leaving.
+    session_timeout: Duration,
     own: Selection,
 }
 
@@ -108,11 +115,13 @@ enum Judging {
 }
 
 impl SelectionCheck {
-    /// The check of the fleet's `group` on `target` for this process
-    /// (`instance`) and its `selection`.
+    /// The check of the fleet's `group` (whose members' sessions last
+    /// `session_timeout`) on `target` for this process (`instance`) and
+    /// its `selection`.
     pub fn new(
         target: &Cluster,
         group: &str,
+        session_timeout: Duration,
         instance: u64,
         selection: &Selection,
     ) -> SelectionCheck {
@@ -120,6 +129,7 @@ impl SelectionCheck {
             target: target.clone(),
             group: group.to_string(),
             instance,
+            session_timeout,
             own: selection.clone(),
         }
     }
@@ -140,11 +150,24 @@ impl SelectionCheck {
             );
             return Ok(());
         }
-        match self.target.groups().membership(&self.group) {
-            Ok(membership) => self.judge(&membership, Judging::Newcomer),
-            Err(e) => {
-                tracing::warn!(group = %self.group, "could not compare this instance's shared options with the fleet's members before joining (judged again once joined): {e}");
-                Ok(())
+        // A member killed without leaving (this instance's predecessor,
+        // restarted with new options) stays for its session timeout: only
+        // a member still there after it refuses the start.
+        let deadline = Instant::now() + self.session_timeout + SESSION_SLACK;
+        loop {
+            let verdict = match self.target.groups().membership(&self.group) {
+                Ok(membership) => self.judge(&membership, Judging::Newcomer),
+                Err(e) => {
+                    tracing::warn!(group = %self.group, "could not compare this instance's shared options with the fleet's members before joining (judged again once joined): {e}");
+                    return Ok(());
+                }
+            };
+            match verdict {
+                Err(differs) if Instant::now() < deadline => {
+                    tracing::info!(group = %self.group, others = %differs.others, "members with other shared options; waiting out the session timeout of a member killed without leaving");
+                    std::thread::sleep(Duration::from_secs(1));
+                }
+                verdict => return verdict,
             }
         }
     }
@@ -225,7 +248,7 @@ pub async fn watch(
     let admin = match GroupAdmin::new(target.name, &target.connection, target.groups().timeout) {
         Ok(admin) => Arc::new(admin),
         Err(e) => {
-            tracing::warn!("the fleet's topic selections are not compared while running: {e}");
+            tracing::warn!("the fleet's shared options are not compared while running: {e}");
             return;
         }
     };
@@ -243,7 +266,7 @@ pub async fn watch(
         match described {
             Ok(membership) => {
                 if failing {
-                    tracing::info!(group = %check.group, "the fleet's topic selections are compared again");
+                    tracing::info!(group = %check.group, "the fleet's shared options are compared again");
                     failing = false;
                 }
                 if let Err(verdict) = check.judge(&membership, Judging::Member) {
@@ -252,7 +275,7 @@ pub async fn watch(
                 }
             }
             Err(e) if !failing => {
-                tracing::warn!(group = %check.group, "could not compare this instance's --include/--exclude with the fleet's other members (asked again every {interval:?}): {e}");
+                tracing::warn!(group = %check.group, "could not compare this instance's shared options with the fleet's other members (asked again every {interval:?}): {e}");
                 failing = true;
             }
             Err(_) => {}
@@ -301,18 +324,16 @@ mod tests {
         // The other shared options count; unset ones do not.
         let with =
             |name, value| Selection::of(&[("--include", Some("^(?:orders)$")), (name, value)]);
-        assert_eq!(with("--on.source.gap", None), selection("orders", None));
-        assert_ne!(
-            with("--on.source.gap", Some("skip")),
-            selection("orders", None)
-        );
+        assert_eq!(with("--groups.sync", None), selection("orders", None));
+        assert_ne!(with("--groups.sync", Some("g")), selection("orders", None));
+        // The same value under two options is told apart.
         assert_ne!(
             with("--groups.sync", Some("a")),
-            with("--start.over", Some("a"))
+            with("--exclude", Some("a"))
         );
         assert_eq!(
-            with("--on.source.gap", Some("skip")).described,
-            "--include '^(?:orders)$' --on.source.gap 'skip'"
+            with("--groups.sync", Some("g")).described,
+            "--include '^(?:orders)$' --groups.sync 'g'"
         );
         // Pinned: a change breaks a rolling upgrade of every fleet.
         assert_eq!(selection("orders.*", None).as_str(), "169270b8");
@@ -326,6 +347,7 @@ mod tests {
             },
             group: "eosmirror.source".into(),
             instance: 1,
+            session_timeout: Duration::ZERO,
             own: selection(include, None),
         }
     }

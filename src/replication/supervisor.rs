@@ -137,6 +137,7 @@ pub async fn run(
                 connection: settings.target_admin.clone(),
             },
             &settings.fleet.group_id,
+            settings.fleet.session_timeout,
             settings.fleet.instance,
             &settings.fleet.selection,
         ),
