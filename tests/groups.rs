@@ -314,28 +314,50 @@ fn translate_idle_partitions_after_their_progress_records_expired() {
         .map(|&(p, end)| (topic.as_str(), p, end))
         .collect();
     bed.source.commit_group(&group, &offsets);
-    let progress = format!("__eosmirror.progress.{}", setup.alias);
+    let more: Vec<TestRecord> = (0..10).map(|i| record(i as i32 % 2, "new", i)).collect();
+    expire_apply_and_resume(&setup, &topic, &group, &ends, &more, &[], 5);
+}
+
+/// Expires the copy's history as the progress topic's retention would
+/// (every record of its partition 0 deleted), then translates `group` with
+/// `--apply`: each of its partitions, at the `from` offsets, goes to the
+/// replicated tail. Copying goes on with `more` (a run with `run_args`),
+/// and the group reads on the target exactly the source records from its
+/// offsets, `per_partition` of them in each partition.
+fn expire_apply_and_resume(
+    setup: &MirrorSetup,
+    topic: &str,
+    group: &str,
+    from: &[(i32, i64)],
+    more: &[TestRecord],
+    run_args: &[&str],
+    per_partition: usize,
+) {
+    let bed = bed();
+    let progress = InternalTopics::for_alias(&setup.alias).progress;
     let (_, progress_end) = bed.target.watermarks(&progress, 0);
     bed.target.delete_records(&progress, 0, progress_end);
 
-    let (code, stdout, stderr) = setup.command("translate", &["--group", &group, "--apply"]);
+    let (code, stdout, stderr) = setup.command("translate", &["--group", group, "--apply"]);
     assert_eq!(code, 0, "{stdout}\n{stderr}");
-    assert_eq!(stdout.matches("(replicated tail").count(), 2, "{stdout}");
-    assert_eq!(stdout.matches("[applied;").count(), 2, "{stdout}");
+    assert_eq!(
+        stdout.matches("(replicated tail").count(),
+        from.len(),
+        "{stdout}"
+    );
+    assert_eq!(stdout.matches("[applied;").count(), from.len(), "{stdout}");
 
-    // Copying goes on: the group reads exactly the new records.
-    let second: Vec<TestRecord> = (0..10).map(|i| record(i as i32 % 2, "new", i)).collect();
-    bed.source.produce(&topic, &second);
-    setup.copy_and_check(&topic, &[], &[&topic]);
-    let source = bed.source.read_all(&topic, Isolation::ReadCommitted);
-    let on_target = resume_as_group(&bed.target, &group, &topic, 2);
-    for (p, end) in ends {
+    bed.source.produce(topic, more);
+    setup.copy_and_check(topic, run_args, &[topic]);
+    let source = bed.source.read_all(topic, Isolation::ReadCommitted);
+    let on_target = resume_as_group(&bed.target, group, topic, from.len() as i32);
+    for &(p, offset) in from {
         assert_eq!(
             contents(&on_target[&p]),
-            contents(&remaining(&source, p, end)),
-            "{topic}-{p} from source offset {end}"
+            contents(&remaining(&source, p, offset)),
+            "{topic}-{p} from source offset {offset}"
         );
-        assert_eq!(on_target[&p].len(), 5);
+        assert_eq!(on_target[&p].len(), per_partition);
     }
 }
 
@@ -357,21 +379,16 @@ fn a_group_on_the_marker_after_the_last_copy_translates_after_the_history_expire
     // marker was read, so by then the lane has recorded the position past
     // the marker (waited for below).
     let mut mirror = setup.start(&topic, &["--lanes", "1"]);
-    wait_for_copy(
-        &bed.source,
-        &bed.target,
-        &topic,
-        Duration::from_secs(90),
-        &mut mirror,
-    );
-    bed.source.produce(&topic, &[record(1, "plain", 0)]);
-    wait_for_copy(
-        &bed.source,
-        &bed.target,
-        &topic,
-        Duration::from_secs(90),
-        &mut mirror,
-    );
+    for more in [vec![], vec![record(1, "plain", 0)]] {
+        bed.source.produce(&topic, &more);
+        wait_for_copy(
+            &bed.source,
+            &bed.target,
+            &topic,
+            Duration::from_secs(90),
+            &mut mirror,
+        );
+    }
     let position_topic = InternalTopics::for_alias(&setup.alias).position;
     let position_of_0 = || {
         bed.target
@@ -401,30 +418,12 @@ fn a_group_on_the_marker_after_the_last_copy_translates_after_the_history_expire
     );
 
     let group = unique_name("group-on-marker");
-    bed.source
-        .commit_group(&group, &[(&topic, 0, 10), (&topic, 1, 1)]);
-    let progress = InternalTopics::for_alias(&setup.alias).progress;
-    let (_, progress_end) = bed.target.watermarks(&progress, 0);
-    bed.target.delete_records(&progress, 0, progress_end);
-
-    let (code, stdout, stderr) = setup.command("translate", &["--group", &group, "--apply"]);
-    assert_eq!(code, 0, "{stdout}\n{stderr}");
-    assert_eq!(stdout.matches("(replicated tail").count(), 2, "{stdout}");
-    assert_eq!(stdout.matches("[applied;").count(), 2, "{stdout}");
-
-    let second: Vec<TestRecord> = (0..6).map(|i| record(i as i32 % 2, "new", i)).collect();
-    bed.source.produce(&topic, &second);
-    setup.copy_and_check(&topic, &["--lanes", "1"], &[&topic]);
-    let source = bed.source.read_all(&topic, Isolation::ReadCommitted);
-    let on_target = resume_as_group(&bed.target, &group, &topic, 2);
-    for (p, from) in [(0, 10), (1, 1)] {
-        assert_eq!(
-            contents(&on_target[&p]),
-            contents(&remaining(&source, p, from)),
-            "{topic}-{p} from source offset {from}"
-        );
-        assert_eq!(on_target[&p].len(), 3);
-    }
+    let from = [(0, 10), (1, 1)];
+    let offsets: Vec<(&str, i32, i64)> =
+        from.iter().map(|&(p, o)| (topic.as_str(), p, o)).collect();
+    bed.source.commit_group(&group, &offsets);
+    let more: Vec<TestRecord> = (0..6).map(|i| record(i as i32 % 2, "new", i)).collect();
+    expire_apply_and_resume(&setup, &topic, &group, &from, &more, &["--lanes", "1"], 3);
 }
 
 /// Retention of one lane's history says nothing of another lane's. A
