@@ -23,7 +23,7 @@ use crate::replication::membership::{FleetSettings, LaneOwnership};
 use crate::replication::other_deployments::{refuse_other_deployments, Deployment};
 use crate::replication::park::SourceEnds;
 use crate::replication::progress::InternalTopics;
-use crate::replication::selection::{Selection, SelectionCheck};
+use crate::replication::selection::Selection;
 use crate::replication::supervisor::{self, SupervisorSettings};
 use crate::replication::throttle::{self, Throttle};
 use crate::shutdown::Shutdown;
@@ -239,16 +239,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         revoke_wait: Duration::from_millis(args.shutdown_timeout_ms),
     };
     {
-        let check = SelectionCheck::new(
-            &Cluster {
-                name: "target",
-                connection: target_connection.clone(),
-            },
-            &fleet.group_id,
-            fleet.session_timeout,
-            fleet.instance,
-            &fleet.selection,
-        );
+        let check = fleet.selection_check();
         tokio::task::spawn_blocking(move || check.before_joining())
             .await
             .expect("selection check panicked")?;

@@ -398,6 +398,14 @@ impl GroupAdmin {
         )
     }
 
+    /// State and active members of one group, in one attempt (callers that
+    /// ask again on their own schedule, like the fleet's selection watch).
+    pub fn describe_one(&self, group: &str) -> Result<GroupMembership, GroupError> {
+        self.describe(&[group.to_string()])
+            .remove(group)
+            .unwrap_or_else(|| Err(GroupError::unanswered(self.cluster, group)))
+    }
+
     /// State and active members of each group.
     pub fn describe(&self, groups: &[String]) -> PerGroup<GroupMembership> {
         let batches: Vec<Vec<CString>> = groups

@@ -5,8 +5,6 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use rdkafka::config::ClientConfig;
-use rdkafka::error::KafkaError;
-use rdkafka::types::RDKafkaErrorCode;
 
 use super::admin::{GroupAdmin, PerGroup};
 use super::{GroupError, GroupMembership, TopicPartition};
@@ -69,7 +67,10 @@ impl GroupClient {
         }
         for group in groups {
             if !answers.contains_key(group) {
-                answers.insert(group.clone(), Err(self.unanswered(group)));
+                answers.insert(
+                    group.clone(),
+                    Err(GroupError::unanswered(self.cluster, group)),
+                );
             }
         }
         Ok(answers)
@@ -79,17 +80,7 @@ impl GroupClient {
     fn only<T>(&self, group: &str, mut outcome: PerGroup<T>) -> Result<T, GroupError> {
         outcome
             .remove(group)
-            .unwrap_or_else(|| Err(self.unanswered(group)))
-    }
-
-    /// A group the answer left out: never read as "nothing there".
-    fn unanswered(&self, group: &str) -> GroupError {
-        GroupError {
-            cluster: self.cluster,
-            group: group.to_string(),
-            operation: "reading the broker's answer",
-            source: Box::new(KafkaError::AdminOp(RDKafkaErrorCode::Fail)),
-        }
+            .unwrap_or_else(|| Err(GroupError::unanswered(self.cluster, group)))
     }
 
     /// Names of all consumer groups on the cluster. A broker leaves out,

@@ -29,6 +29,16 @@ pub struct GroupError {
 }
 
 impl GroupError {
+    /// A group the broker's answer left out: never read as "nothing there".
+    pub fn unanswered(cluster: &'static str, group: &str) -> GroupError {
+        GroupError {
+            cluster,
+            group: group.to_string(),
+            operation: "reading the broker's answer",
+            source: Box::new(KafkaError::AdminOp(RDKafkaErrorCode::Fail)),
+        }
+    }
+
     /// Whether the broker asks the client to try again: the group's
     /// coordinator is loading its offsets (a broker just restarted) or
     /// moved, or the request timed out.

@@ -61,7 +61,8 @@ use rdkafka::{ClientContext, Offset, TopicPartitionList};
 
 use super::layout::Lane;
 use super::member_id::fleet_client_id;
-use super::selection::Selection;
+use super::selection::{Selection, SelectionCheck};
+use crate::clusters::Cluster;
 use crate::failpoints::{self, fault_armed};
 use crate::health::Health;
 use crate::metrics as m;
@@ -105,6 +106,23 @@ pub struct FleetSettings {
     /// How long a revoke waits for the lane to commit and stop before it
     /// lets the lane go anyway (the new owner's init then fences it).
     pub revoke_wait: Duration,
+}
+
+impl FleetSettings {
+    /// The comparison of this instance's shared options with the other
+    /// members' (see [`super::selection`]).
+    pub fn selection_check(&self) -> SelectionCheck {
+        SelectionCheck::new(
+            &Cluster {
+                name: "target",
+                connection: self.target.clone(),
+            },
+            &self.group_id,
+            self.session_timeout,
+            self.instance,
+            &self.selection,
+        )
+    }
 }
 
 /// A failure of the membership itself: the run cannot own any lane.

@@ -33,7 +33,7 @@ use tokio::sync::mpsc;
 use crate::clusters::Cluster;
 use crate::failpoints::{self, fault_armed};
 use crate::groups::admin::GroupAdmin;
-use crate::groups::{GroupError, GroupMembership};
+use crate::groups::GroupMembership;
 use crate::replication::layout::fnv1a;
 use crate::replication::member_id::{
     describe_member, instance_of_client_id, selection_of_client_id,
@@ -260,7 +260,7 @@ pub async fn watch(
             _ = shutdown.wait() => return,
         }
         let (admin, asked) = (Arc::clone(&admin), Arc::clone(&check));
-        let described = tokio::task::spawn_blocking(move || describe_once(&admin, &asked.group))
+        let described = tokio::task::spawn_blocking(move || admin.describe_one(&asked.group))
             .await
             .expect("selection check panicked");
         match described {
@@ -281,20 +281,6 @@ pub async fn watch(
             Err(_) => {}
         }
     }
-}
-
-fn describe_once(admin: &GroupAdmin, group: &str) -> Result<GroupMembership, GroupError> {
-    let mut answers = admin.describe(&[group.to_string()]);
-    answers.remove(group).unwrap_or_else(|| {
-        Err(GroupError {
-            cluster: "target",
-            group: group.to_string(),
-            operation: "reading the broker's answer",
-            source: Box::new(rdkafka::error::KafkaError::AdminOp(
-                rdkafka::types::RDKafkaErrorCode::Fail,
-            )),
-        })
-    })
 }
 
 #[cfg(test)]

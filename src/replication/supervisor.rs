@@ -24,10 +24,9 @@ use super::layout::{Lane, Layout};
 use super::limits::BufferBudget;
 use super::membership::{FleetSettings, LaneOwnership, Membership, MembershipError, Tenure};
 use super::positions::watermark_client;
-use super::selection::{self, SelectionCheck, SelectionDiffers};
+use super::selection::{self, SelectionDiffers};
 use super::status_topic::{self, Identity, StatusPublisher};
 use super::watermarks;
-use crate::clusters::Cluster;
 use crate::health::Health;
 use crate::metrics as m;
 use crate::shutdown::Shutdown;
@@ -131,16 +130,7 @@ pub async fn run(
     // `selection`): the watch says when this instance must leave.
     let (differs_tx, mut selection_differs) = mpsc::channel(1);
     tokio::spawn(selection::watch(
-        SelectionCheck::new(
-            &Cluster {
-                name: "target",
-                connection: settings.target_admin.clone(),
-            },
-            &settings.fleet.group_id,
-            settings.fleet.session_timeout,
-            settings.fleet.instance,
-            &settings.fleet.selection,
-        ),
+        settings.fleet.selection_check(),
         settings.refresh_interval,
         shutdown.clone(),
         differs_tx,

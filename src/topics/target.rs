@@ -539,21 +539,16 @@ pub async fn prepare_target(
                 Err((name, RDKafkaErrorCode::TopicAlreadyExists)) => created_meanwhile.push(name),
                 // A data topic refused leaves the others to be copied; the
                 // internal topics are every lane's.
-                Err((name, code)) if decision.missing.iter().any(|t| t.name == name) => {
-                    let partitions = decision
-                        .missing
-                        .iter()
-                        .find(|t| t.name == name)
-                        .map_or(0, |t| t.partitions);
+                Err((name, code)) => {
+                    let Some(topic) = decision.missing.iter().find(|t| t.name == name) else {
+                        return Err(admin_error("create topic", &name, code.to_string()));
+                    };
                     refused.push(RefusedTopic {
                         topic: name,
                         copyable: 0,
-                        partitions,
+                        partitions: topic.partitions,
                         reason: code.to_string(),
                     })
-                }
-                Err((name, code)) => {
-                    return Err(admin_error("create topic", &name, code.to_string()))
                 }
             }
         }
