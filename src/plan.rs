@@ -568,7 +568,26 @@ fn plan_topics(
             ),
         }
     }
+    let present: Vec<&str> = decision
+        .present
+        .iter()
+        .map(|(t, _)| t.name.as_str())
+        .collect();
+    let types = runtime.block_on(target::timestamp_types(&target_admin, &present));
+    if !types.unchecked.is_empty() {
+        findings.add(
+            Kind::Warning,
+            format!("could not check the timestamp type of target topics ({}): run checks again, and copies into a topic with message.timestamp.type=LogAppendTime would carry the target's append times. Allow DescribeConfigs on them to the target user", types.unchecked_summary()),
+        );
+    }
     for (topic, on_target) in &decision.present {
+        if types.appending.contains(&topic.name) {
+            findings.problem(
+                format!("target topic {} has message.timestamp.type=LogAppendTime: run refuses it (the target would replace every copy's timestamp with the time it was appended)", topic.name),
+                format!("`kafka-configs.sh {tools} --alter --entity-type topics --entity-name {} --add-config message.timestamp.type=CreateTime`", topic.name),
+            );
+            continue;
+        }
         findings.add(
             Kind::Ok,
             format!(

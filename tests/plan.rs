@@ -304,3 +304,49 @@ fn an_internal_topic_run_would_refuse_is_a_problem_with_its_fix() {
     );
     assert_eq!(bed.target.partition_count(&topic), None);
 }
+
+/// A target topic made beforehand with LogAppendTime is refused by `run`
+/// before anything is copied into it; the preflight says so with the
+/// command that sets CreateTime, and passes once it is set.
+#[test]
+fn a_target_topic_that_stamps_append_times_blocks_with_its_fix() {
+    let bed = bed();
+    let topic = bed.source.create_topic("plan-append-time", 2);
+    bed.source.produce(&topic, &records(4, 2));
+    bed.target
+        .create_topic_with(&topic, 2, &[("message.timestamp.type", "LogAppendTime")]);
+    let setup = MirrorSetup::new(&bed.source.bootstrap, &bed.target.bootstrap);
+
+    let (code, out, _) = plan(&setup, &topic, &[]);
+    assert_eq!(code, 1, "{out}");
+    let problem = out
+        .lines()
+        .find(|l| l.starts_with("problem:") && l.contains(&topic))
+        .unwrap_or_else(|| panic!("no problem line names {topic}:\n{out}"));
+    assert!(
+        problem.contains("message.timestamp.type=LogAppendTime: run refuses it"),
+        "{problem}"
+    );
+    assert!(
+        problem.contains(&format!(
+            "--entity-name {topic} --add-config message.timestamp.type=CreateTime"
+        )),
+        "{problem}"
+    );
+    assert!(
+        !out.lines()
+            .any(|l| l.starts_with("ok:") && l.contains(&format!("topic {topic} exists"))),
+        "the refused topic is also reported fine:\n{out}"
+    );
+
+    bed.target
+        .set_topic_config(&topic, "message.timestamp.type", "CreateTime");
+    let (code, out, _) = plan(&setup, &topic, &[]);
+    assert_eq!(code, 0, "{out}");
+    assert!(
+        out.contains(&format!(
+            "ok: topic {topic} exists on the target with 2 partition(s)"
+        )),
+        "{out}"
+    );
+}

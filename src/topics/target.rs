@@ -454,10 +454,16 @@ pub async fn prepare_target(
         .iter()
         .map(|(t, _)| t.name.as_str())
         .collect();
-    let appending = log_append_time_topics(target_admin, &present).await;
-    if !appending.is_empty() {
+    let types = timestamp_types(target_admin, &present).await;
+    if !types.unchecked.is_empty() {
+        static WARNED: AtomicBool = AtomicBool::new(false);
+        if !WARNED.swap(true, Ordering::Relaxed) {
+            tracing::warn!("could not check the timestamp type of target topics ({}); a topic with message.timestamp.type=LogAppendTime would replace the copies' timestamps. Allow DescribeConfigs on them to eosmirror's target user to have it checked (logged once)", types.unchecked_summary());
+        }
+    }
+    if !types.appending.is_empty() {
         return Err(TopicError::LogAppendTime {
-            topics: appending,
+            topics: types.appending,
             tools: options.tools.to_string(),
         });
     }
@@ -660,23 +666,42 @@ pub(crate) async fn source_topic_settings(
     Ok(settings)
 }
 
-/// The `topics` on the target whose broker stamps records with their
-/// append time, replacing the timestamps copies carry. One DescribeConfigs
-/// request; best effort (the check needs DescribeConfigs on data topics,
-/// which copying does not): what could not be checked is logged once per
-/// process, and passes.
-async fn log_append_time_topics(
+/// What a look at target topics' `message.timestamp.type` found.
+pub(crate) struct TimestampTypes {
+    /// Topics whose broker stamps records with their append time,
+    /// replacing the timestamps copies carry.
+    pub appending: Vec<String>,
+    /// What could not be checked, each with why: the check needs
+    /// DescribeConfigs on data topics, which copying does not, so the
+    /// caller says so and passes them.
+    pub unchecked: Vec<String>,
+}
+
+impl TimestampTypes {
+    /// The unchecked topics for one log line: the count and the first few.
+    pub fn unchecked_summary(&self) -> String {
+        let first: Vec<&str> = self.unchecked.iter().take(3).map(String::as_str).collect();
+        format!(
+            "{} of them, e.g. {}",
+            self.unchecked.len(),
+            first.join(", ")
+        )
+    }
+}
+
+/// The timestamp types of `topics` on the target, in one DescribeConfigs
+/// request (`run` refuses a LogAppendTime topic before copying into it, and
+/// `plan` says so beforehand).
+pub(crate) async fn timestamp_types(
     target_admin: &AdminClient<DefaultClientContext>,
     topics: &[&str],
-) -> Vec<String> {
-    static WARNED: AtomicBool = AtomicBool::new(false);
-    let warn_once = |unchecked: &str| {
-        if !WARNED.swap(true, Ordering::Relaxed) {
-            tracing::warn!("could not check the timestamp type of target topics ({unchecked}); a topic with message.timestamp.type=LogAppendTime would replace the copies' timestamps. Allow DescribeConfigs on them to eosmirror's target user to have it checked (logged once)");
-        }
+) -> TimestampTypes {
+    let mut types = TimestampTypes {
+        appending: Vec::new(),
+        unchecked: Vec::new(),
     };
     if topics.is_empty() {
-        return Vec::new();
+        return types;
     }
     let resources: Vec<ResourceSpecifier<'_>> =
         topics.iter().map(|t| ResourceSpecifier::Topic(t)).collect();
@@ -687,37 +712,25 @@ async fn log_append_time_topics(
     {
         Ok(results) => results,
         Err(e) => {
-            warn_once(&e.to_string());
-            return Vec::new();
+            types.unchecked = topics.iter().map(|t| format!("{t}: {e}")).collect();
+            return types;
         }
     };
-    let mut appending = Vec::new();
-    let mut unchecked = Vec::new();
     // Results come in the order of the request.
     for (topic, result) in topics.iter().zip(results) {
-        let resource = match result {
-            Ok(resource) => resource,
-            Err(code) => {
-                unchecked.push(format!("{topic}: {code}"));
-                continue;
+        match result {
+            Ok(resource) => {
+                if resource.entries.iter().any(|e| {
+                    e.name == "message.timestamp.type"
+                        && e.value.as_deref() == Some("LogAppendTime")
+                }) {
+                    types.appending.push(topic.to_string());
+                }
             }
-        };
-        let log_append_time = resource.entries.iter().any(|e| {
-            e.name == "message.timestamp.type" && e.value.as_deref() == Some("LogAppendTime")
-        });
-        if log_append_time {
-            appending.push(topic.to_string());
+            Err(code) => types.unchecked.push(format!("{topic}: {code}")),
         }
     }
-    if !unchecked.is_empty() {
-        let first: Vec<&str> = unchecked.iter().take(3).map(String::as_str).collect();
-        warn_once(&format!(
-            "{} of them, e.g. {}",
-            unchecked.len(),
-            first.join(", ")
-        ));
-    }
-    appending
+    types
 }
 
 /// Describes the internal topics that exist on the target (one
