@@ -154,6 +154,7 @@ impl SelectionCheck {
         // restarted with new options) stays for its session timeout: only
         // a member still there after it refuses the start.
         let deadline = Instant::now() + self.session_timeout + SESSION_SLACK;
+        let mut told_waiting = false;
         loop {
             let verdict = match self.target.groups().membership(&self.group) {
                 Ok(membership) => self.judge(&membership, Judging::Newcomer),
@@ -164,7 +165,10 @@ impl SelectionCheck {
             };
             match verdict {
                 Err(differs) if Instant::now() < deadline => {
-                    tracing::info!(group = %self.group, others = %differs.others, "members with other shared options; waiting out the session timeout of a member killed without leaving");
+                    if !told_waiting {
+                        tracing::info!(group = %self.group, others = %differs.others, "members with other shared options; waiting out the session timeout of a member killed without leaving ({:?} at most)", deadline - Instant::now());
+                        told_waiting = true;
+                    }
                     std::thread::sleep(Duration::from_secs(1));
                 }
                 verdict => return verdict,

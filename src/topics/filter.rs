@@ -16,10 +16,14 @@ pub struct TopicFilter {
 }
 
 impl TopicFilter {
+    /// An empty `exclude` (a script's `--exclude "$UNSET"`) excludes
+    /// nothing, as no `--exclude` does, and is the same selection for a
+    /// fleet's comparison.
     pub fn new(include: &str, exclude: Option<&str>) -> Result<TopicFilter, PatternError> {
         Ok(TopicFilter {
             include: NamePattern::topics("--include", include)?,
             exclude: exclude
+                .filter(|e| !e.trim().trim_matches(['"', '\'']).is_empty())
                 .map(|e| NamePattern::topics("--exclude", e))
                 .transpose()?,
         })
@@ -77,6 +81,19 @@ mod tests {
 
     fn filter(include: &str, exclude: Option<&str>) -> TopicFilter {
         TopicFilter::new(include, exclude).unwrap()
+    }
+
+    #[test]
+    fn an_empty_exclude_is_no_exclude() {
+        for empty in ["", " ", "''", "\"\""] {
+            let f = filter("orders.*", Some(empty));
+            assert_eq!(
+                f.patterns(),
+                filter("orders.*", None).patterns(),
+                "{empty:?}"
+            );
+            assert!(f.matches("orders.eu"));
+        }
     }
 
     #[test]
