@@ -226,6 +226,48 @@ fn unknown_key_is_rejected_naming_key_and_file() {
     case.assert_nothing_written();
 }
 
+/// Settings librdkafka refuses only together with what the lanes need
+/// (MirrorMaker 1 runs without idempotence, so its files may allow more
+/// than 5 requests in flight; a consumer's poll interval below its session
+/// timeout) end the run before anything is written, naming the file: a
+/// lane creates its clients only after the first refresh created topics.
+#[test]
+fn settings_refused_with_the_lanes_own_are_named_before_anything_is_written() {
+    let bed = bed();
+    let case = Case::new("cli-in-flight");
+    case.write_producer_config(&format!(
+        "bootstrap.servers={}\nmax.in.flight.requests.per.connection=10\n",
+        bed.target.bootstrap
+    ));
+    let (code, output, _) = case.run(&[], QUICK_LIMIT);
+    assert_failed(
+        code,
+        &output,
+        &[
+            &display(&case.setup.producer_config),
+            "max.in.flight",
+            "nothing was written",
+        ],
+    );
+    case.assert_nothing_written();
+
+    case.write_producer_config(&format!("bootstrap.servers={}\n", bed.target.bootstrap));
+    case.write_consumer_config(&format!(
+        "bootstrap.servers={}\nmax.poll.interval.ms=30000\nsession.timeout.ms=45000\n",
+        bed.source.bootstrap
+    ));
+    let (code, output, _) = case.run(&[], QUICK_LIMIT);
+    assert_failed(
+        code,
+        &output,
+        &[
+            &display(&case.setup.consumer_config),
+            "max.poll.interval.ms",
+        ],
+    );
+    case.assert_nothing_written();
+}
+
 /// `isolation.level=read_uncommitted` would copy aborted source
 /// transactions: refused with the reason, not silently overridden.
 #[test]

@@ -36,7 +36,7 @@ const TAKEN: &str = "the fleet's group took lanes from this instance";
 struct Instance {
     name: &'static str,
     /// Owns the instance's state dir and log.
-    _setup: MirrorSetup,
+    setup: MirrorSetup,
     mirror: Mirror,
     metrics: String,
 }
@@ -81,7 +81,7 @@ fn start_with(
     let mirror = setup.start_env(topic, &args, env);
     Instance {
         name,
-        _setup: setup,
+        setup,
         mirror,
         metrics,
     }
@@ -519,6 +519,10 @@ fn an_instance_selecting_other_topics_is_refused_and_a_race_of_two_is_ended() {
         !output.contains(ASSIGNED),
         "the refused instance joined the fleet:\n{}",
         tail(&output, 30)
+    );
+    assert!(
+        !b.setup.state_dir.exists(),
+        "the refused instance created its state dir"
     );
     assert!(a.mirror.is_running(), "{}", tail(&a.mirror.output(), 30));
 

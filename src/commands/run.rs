@@ -1,13 +1,16 @@
 //! `eosmirror run`: assembles configuration, checks both clusters, opens the
 //! local cache and hands over to the supervisor.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use anyhow::bail;
+use anyhow::{anyhow, bail};
 use eosmirror_state::{ClusterIdentity, OpenOutcome, StateStore};
 use rdkafka::config::ClientConfig;
+use rdkafka::consumer::BaseConsumer;
+use rdkafka::error::KafkaError;
+use rdkafka::producer::BaseProducer;
 
 use crate::cli::run_args::{OnSourceGap, RunArgs};
 use crate::clusters::{connection_only, load_client_config, Cluster, CONNECT_TIMEOUT};
@@ -18,7 +21,7 @@ use crate::health::Health;
 use crate::pattern::NamePattern;
 use crate::replication::lane::{GapPolicy, WorkerSettings};
 use crate::replication::layout::{Layout, DEFAULT_LANES};
-use crate::replication::limits::BatchLimits;
+use crate::replication::limits::{BatchLimits, BufferBudget};
 use crate::replication::membership::{FleetSettings, LaneOwnership};
 use crate::replication::other_deployments::{refuse_other_deployments, Deployment};
 use crate::replication::park::SourceEnds;
@@ -26,6 +29,7 @@ use crate::replication::progress::InternalTopics;
 use crate::replication::selection::Selection;
 use crate::replication::supervisor::{self, SupervisorSettings};
 use crate::replication::throttle::{self, Throttle};
+use crate::replication::transaction::TransactionalProducer;
 use crate::shutdown::Shutdown;
 use crate::topics::filter::TopicFilter;
 use crate::topics::internal::ToolConnection;
@@ -187,6 +191,45 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         target.set("message.max.bytes", TARGET_MAX_REQUEST_BYTES.to_string());
     }
 
+    let transactional_id_base = format!(
+        "{}.{}",
+        args.deployment.transactional_id_prefix, args.connection.source_alias
+    );
+    {
+        let budget = BufferBudget::split(args.max_memory_bytes, layout.lanes() as usize);
+        let producer = TransactionalProducer::config(
+            &target,
+            &format!("{transactional_id_base}.settings-check"),
+            Duration::from_millis(args.transaction_timeout_ms),
+            budget.producer_queue_kbytes,
+        );
+        let mut consumer = source.clone();
+        budget.bound_consumer(&mut consumer);
+        let files = (
+            args.connection.producer_config.clone(),
+            args.connection.consumer_config.clone(),
+        );
+        tokio::task::spawn_blocking(move || refuse_unusable_settings(&producer, &consumer, files))
+            .await??;
+    }
+
+    let instance = instance_id();
+    let fleet = FleetSettings {
+        target: target_connection.clone(),
+        instance,
+        selection,
+        group_id: transactional_id_base.clone(),
+        position_topic: InternalTopics::for_alias(&args.connection.source_alias).position,
+        session_timeout: Duration::from_millis(args.fleet_session_timeout_ms),
+        revoke_wait: Duration::from_millis(args.shutdown_timeout_ms),
+    };
+    {
+        let check = fleet.selection_check();
+        tokio::task::spawn_blocking(move || check.before_joining())
+            .await
+            .expect("selection check panicked")?;
+    }
+
     let identity = ClusterIdentity {
         source_alias: args.connection.source_alias.clone(),
         source_cluster_id: source_id,
@@ -224,26 +267,6 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         None => {}
     }
 
-    let transactional_id_base = format!(
-        "{}.{}",
-        args.deployment.transactional_id_prefix, args.connection.source_alias
-    );
-    let instance = instance_id();
-    let fleet = FleetSettings {
-        target: target_connection.clone(),
-        instance,
-        selection,
-        group_id: transactional_id_base.clone(),
-        position_topic: InternalTopics::for_alias(&args.connection.source_alias).position,
-        session_timeout: Duration::from_millis(args.fleet_session_timeout_ms),
-        revoke_wait: Duration::from_millis(args.shutdown_timeout_ms),
-    };
-    {
-        let check = fleet.selection_check();
-        tokio::task::spawn_blocking(move || check.before_joining())
-            .await
-            .expect("selection check panicked")?;
-    }
     let workers = Arc::new(WorkerSettings {
         source_ends: SourceEnds::new(source.clone()),
         park_after: args.park_after(),
@@ -315,6 +338,37 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     }
     supervisor::run(supervisor_settings, workers, state, health, lanes, shutdown).await?;
     tracing::info!("stopped cleanly");
+    Ok(())
+}
+
+/// Creates, and drops, a lane's producer and consumer from their whole
+/// settings: librdkafka refuses some combinations only when a client is
+/// created (more than 5 requests in flight or `retries=0` with idempotence,
+/// `max.poll.interval.ms` below `session.timeout.ms`), and a lane creates
+/// its clients only after the first refresh has created topics. Neither
+/// client sends a request: the producer's transactional id is never
+/// initialised (and is none of the lanes'), the consumer never subscribes.
+fn refuse_unusable_settings(
+    producer: &ClientConfig,
+    consumer: &ClientConfig,
+    (producer_file, consumer_file): (PathBuf, PathBuf),
+) -> anyhow::Result<()> {
+    let refused = |file: &Path, e: KafkaError| {
+        anyhow!(
+            "the settings in {} do not go with what eosmirror's lanes need (idempotent, transactional producers; read_committed consumers in a group): {e}. Change or remove the setting librdkafka names (its name for it; e.g. max.in.flight is max.in.flight.requests.per.connection); nothing was written",
+            file.display()
+        )
+    };
+    drop(
+        producer
+            .create::<BaseProducer>()
+            .map_err(|e| refused(&producer_file, e))?,
+    );
+    drop(
+        consumer
+            .create::<BaseConsumer>()
+            .map_err(|e| refused(&consumer_file, e))?,
+    );
     Ok(())
 }
 

@@ -95,6 +95,25 @@ impl TransactionalProducer {
         call_timeout: Duration,
         stats: Option<ClientStats>,
     ) -> Result<TransactionalProducer, KafkaError> {
+        let producer = Self::config(config, transactional_id, transaction_timeout, queue_kbytes)
+            .create_with_context(DeliveryLog::new(stats))?;
+        Ok(TransactionalProducer {
+            producer,
+            call_timeout,
+        })
+    }
+
+    /// The settings a lane's producer is created with: `config` (the
+    /// producer file with eosmirror's overrides), the lane's defaults and
+    /// its transaction. `run` creates (and drops) a client from them before
+    /// writing anything, since librdkafka refuses some combinations (more
+    /// than 5 requests in flight with idempotence, `retries=0`) only then.
+    pub fn config(
+        config: &ClientConfig,
+        transactional_id: &str,
+        transaction_timeout: Duration,
+        queue_kbytes: usize,
+    ) -> ClientConfig {
         let mut config = config.clone();
         if config.get("linger.ms").is_none() && config.get("queue.buffering.max.ms").is_none() {
             config.set("linger.ms", DEFAULT_LINGER_MS);
@@ -109,18 +128,14 @@ impl TransactionalProducer {
                 DEFAULT_MAX_IN_FLIGHT,
             );
         }
-        let producer = config
+        config
             .set("transactional.id", transactional_id)
             .set(
                 "transaction.timeout.ms",
                 transaction_timeout.as_millis().to_string(),
             )
-            .set("queue.buffering.max.kbytes", queue_kbytes.to_string())
-            .create_with_context(DeliveryLog::new(stats))?;
-        Ok(TransactionalProducer {
-            producer,
-            call_timeout,
-        })
+            .set("queue.buffering.max.kbytes", queue_kbytes.to_string());
+        config
     }
 
     /// `init_transactions`: fences every older producer with the same
