@@ -594,9 +594,20 @@ impl Membership {
         self.stop.store(true, Ordering::SeqCst);
     }
 
-    /// The group metadata to commit with a lane transaction (invariant 2).
+    /// The group metadata to commit with a lane transaction (invariant 2),
+    /// only while the coordinator counts this instance as a member: the
+    /// metadata of a consumer without a member id (never joined, or its
+    /// membership reset) carries generation -1, and a coordinator skips the
+    /// generation check of a transactional commit with that, so the
+    /// commit would pass the fence. Checked before and after the copy is
+    /// taken, so the copy holds a member id.
     pub fn group_metadata(&self) -> Option<ConsumerGroupMetadata> {
-        self.consumer().group_metadata()
+        let consumer = self.consumer();
+        if !is_member(&consumer) {
+            return None;
+        }
+        let metadata = consumer.group_metadata()?;
+        is_member(&consumer).then_some(metadata)
     }
 
     /// The offset a lane transaction commits for its partition of the
@@ -662,7 +673,47 @@ impl Membership {
 
 #[cfg(test)]
 mod tests {
+    use rdkafka::mocking::MockCluster;
+
     use super::*;
+
+    /// A consumer that has not joined (or whose membership was reset) has
+    /// no member id and generation -1, which a coordinator does not check
+    /// on a transactional commit: no metadata to fence a lane with until
+    /// the coordinator has made this instance a member.
+    #[test]
+    fn no_fence_metadata_before_the_coordinator_counts_this_instance() {
+        let cluster = MockCluster::new(1).expect("mock cluster");
+        cluster.create_topic("position", 2, 1).expect("mock topic");
+        let mut target = ClientConfig::new();
+        target.set("bootstrap.servers", cluster.bootstrap_servers());
+        let settings = FleetSettings {
+            target,
+            instance: 1,
+            selection: Selection::of(&[]),
+            group_id: "fleet".into(),
+            position_topic: "position".into(),
+            session_timeout: Duration::from_secs(6),
+            revoke_wait: Duration::from_secs(1),
+        };
+        let health = Arc::new(Health::new(
+            Duration::from_secs(60),
+            Duration::from_secs(60),
+        ));
+        let (membership, thread) =
+            Membership::join(settings, Arc::default(), health).expect("join");
+        assert!(
+            membership.group_metadata().is_none(),
+            "metadata to fence with before the group answered the join"
+        );
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while membership.group_metadata().is_none() {
+            assert!(Instant::now() < deadline, "never became a member");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        membership.leave();
+        thread.join().expect("membership thread");
+    }
 
     #[test]
     fn a_member_left_out_for_longer_than_the_limit_rejoins_once_per_limit() {
