@@ -8,7 +8,7 @@ mod support;
 use std::time::{Duration, Instant};
 
 use rdkafka::admin::{AdminOptions, AlterConfig, ResourceSpecifier};
-use support::mirror::{assert_exact_copy, wait_for_copy, MirrorSetup};
+use support::mirror::{assert_exact_copy, count_committed, wait_for_copy, MirrorSetup};
 use support::{bed, Cluster, TestRecord};
 
 /// A refused run connects to both clusters, reads metadata and one
@@ -178,4 +178,56 @@ fn a_position_topic_altered_while_running_stops_the_run_at_the_next_refresh() {
         "{needle:?} missing from:\n{output}"
     );
     assert_exact_copy(&bed.source, &bed.target, &topic);
+}
+
+/// A progress topic whose records the target refuses for good (here its
+/// `max.message.bytes` is below any progress record; a revoked Write or a
+/// policy does the same) makes every commit of a batch fail. The lane
+/// stops the run naming the topic and the fix instead of aborting and
+/// re-reading the same batch for ever, and nothing of the batch is
+/// committed.
+#[test]
+fn a_progress_record_the_target_refuses_stops_the_run_naming_the_topic() {
+    let bed = bed();
+    let (topic, setup) = source_with_records("internal-refused");
+    let progress = format!("__eosmirror.progress.{}", setup.alias);
+    bed.target.create_topic_with(
+        &progress,
+        4,
+        &[
+            ("cleanup.policy", "delete"),
+            ("retention.ms", "604800000"),
+            ("max.message.bytes", "100"),
+        ],
+    );
+
+    // A lane that fails while the run is already stopping leaves its
+    // transaction to the broker's timeout, kept short here.
+    let (code, output) = setup.run_to_exit(
+        &topic,
+        &["--transaction.timeout.ms", "5000"],
+        Duration::from_secs(90),
+    );
+    assert_eq!(code, 1, "exit code; output:\n{output}");
+    let needle = format!("the target refused the progress record of {topic}-");
+    assert!(
+        output.contains(&needle),
+        "{needle:?} missing from:\n{output}"
+    );
+    for needle in [
+        format!("in {progress} ["),
+        "max.message.bytes".to_string(),
+        "the lane's copies were not committed".to_string(),
+    ] {
+        assert!(
+            output.contains(&needle),
+            "{needle:?} missing from:\n{output}"
+        );
+    }
+    let committed = count_committed(&bed.target, &topic);
+    assert_eq!(
+        committed.values().sum::<usize>(),
+        0,
+        "copies of a batch whose progress record was refused were committed: {committed:?}"
+    );
 }

@@ -14,6 +14,7 @@ use rdkafka::message::Message;
 use rdkafka::producer::{DeliveryResult, ProducerContext};
 
 use super::client_stats::ClientStats;
+use super::errors::{classify_code, Disposition};
 
 /// One delivery report: where the record of `slot` landed, or why it did not.
 #[derive(Debug, Clone)]
@@ -36,6 +37,21 @@ impl DeliveryLog {
             reports: Mutex::default(),
             stats,
         }
+    }
+
+    /// The first report received so far of a record the target refused for
+    /// good (see [`classify_code`]), left in the log: a transaction holding
+    /// one can never commit.
+    pub fn first_refused(&self) -> Option<Delivery> {
+        self.reports
+            .lock()
+            .expect("delivery log poisoned")
+            .iter()
+            .find(|d| match &d.outcome {
+                Err(e) => e.rdkafka_error_code().map(classify_code) == Some(Disposition::Fatal),
+                Ok(_) => false,
+            })
+            .cloned()
     }
 
     /// Takes all reports received so far.

@@ -251,6 +251,21 @@ impl TransactionalProducer {
                     return Ok(self.producer.context().drain());
                 }
                 Err(e) => {
+                    // A record refused for good (an internal record over its
+                    // topic's max.message.bytes, Write on it revoked, a
+                    // policy) fails every commit of the batch as abortable:
+                    // named, never aborted and retried for ever.
+                    if let Some(refused) = self.producer.context().first_refused() {
+                        let reason = refused.outcome.err().map(|e| e.to_string());
+                        return Err(TxnFailure {
+                            disposition: Disposition::Fatal,
+                            detail: format!(
+                                "commit_transaction: {e}: a record of the transaction was refused: {}",
+                                reason.unwrap_or_default()
+                            ),
+                            slot: Some(refused.slot),
+                        });
+                    }
                     let failure = TxnFailure::from_kafka("commit_transaction", &e);
                     if failure.disposition == Disposition::Retriable {
                         if Instant::now() < deadline {

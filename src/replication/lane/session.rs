@@ -220,7 +220,7 @@ impl<'w> LaneSession<'w> {
         let lane = self.worker.lane;
         if let Err(failure) = self.claim() {
             return match failure.disposition {
-                Disposition::Fatal => Err(self.worker.fatal(failure.detail)),
+                Disposition::Fatal => Err(self.internal_record_failure(failure)),
                 _ => Ok(SessionEnd::restart("claim", failure.detail)),
             };
         }
@@ -315,11 +315,37 @@ impl<'w> LaneSession<'w> {
                             source_offset,
                             reason: failure.detail,
                         },
-                        None => self.worker.fatal(failure.detail),
+                        None => self.internal_record_failure(failure),
                     });
                 }
             }
         }
+    }
+
+    /// The lane's fatal error for `failure`, naming the internal topic
+    /// when the target refused one of the lane's progress or position
+    /// records: every partition of the lane needs them.
+    fn internal_record_failure(&self, failure: TxnFailure) -> WorkerError {
+        let topics = &self.worker.settings.internal_topics;
+        let (kind, topic, cursor) = match failure.slot.and_then(|slot| self.slots.get(slot)) {
+            Some(&Slot::Progress { cursor }) => ("progress", &topics.progress, cursor),
+            Some(&Slot::Position { cursor }) => ("position", &topics.position, cursor),
+            _ => return self.worker.fatal(failure.detail),
+        };
+        // The run ends: an open transaction would hold back read_committed
+        // readers of every partition it wrote until it times out. Aborted
+        // only while the lane is this instance's (invariant 4).
+        if self.worker.owned() {
+            if let Err(e) = self.producer.abort() {
+                tracing::warn!(lane = %self.worker.lane, "abort_transaction: {e}");
+            }
+        }
+        self.worker.fatal(format!(
+            "the target refused the {kind} record of {} for good, in {topic} [{}]: {}. Check that topic's max.message.bytes (at least 1 MB) and eosmirror's Write permission on it; the lane's copies were not committed",
+            self.cursors[cursor].partition,
+            self.worker.lane.internal_partition(),
+            failure.detail
+        ))
     }
 
     fn restart(&self, reason: &'static str, detail: String) -> SessionEnd {
