@@ -70,7 +70,10 @@ fn compile(
     normalised: &str,
 ) -> Result<NamePattern, PatternError> {
     let body = if normalised == "*" { ".*" } else { normalised };
-    Regex::new(&format!("^(?:{body})$"))
+    // The body alone first: unbalanced parentheses (`a)|(b`) would
+    // otherwise close the anchoring group and match parts of names.
+    Regex::new(body)
+        .and_then(|_| Regex::new(&format!("^(?:{body})$")))
         .map(NamePattern)
         .map_err(|e| PatternError {
             option,
@@ -96,6 +99,16 @@ mod tests {
 
     fn groups(pattern: &str) -> NamePattern {
         NamePattern::groups("--groups", pattern).unwrap()
+    }
+
+    #[test]
+    fn unbalanced_parentheses_are_refused_not_unanchored() {
+        for pattern in ["orders)|(payments", "(orders", "orders)"] {
+            let error = NamePattern::topics("--include", pattern).unwrap_err();
+            assert_eq!(error.option, "--include");
+        }
+        assert!(topics("(orders)|(payments)").matches("payments"));
+        assert!(!topics("(orders)|(payments)").matches("orders-archive"));
     }
 
     #[test]

@@ -94,7 +94,7 @@ pub struct CutoverArgs {
     pub timeout_ms: u64,
 
     /// Records per partition verified at the end of the copy.
-    #[arg(long = "verify.last", default_value_t = 10_000)]
+    #[arg(long = "verify.last", default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(1..))]
     pub verify_last: u64,
 
     /// Verify the whole copy instead of its tail.

@@ -4,13 +4,15 @@
 
 use clap::Args;
 
+use crate::replication::layout::MAX_LANES;
+
 /// Flags kept for MirrorMaker compatibility; hidden from `--help`.
 #[derive(Debug, Args, Default)]
 pub struct MirrorMakerFlags {
     /// MirrorMaker's consumer thread count, taken as `--lanes` (one source
     /// consumer and one transactional producer per lane) unless `--lanes`
     /// is given.
-    #[arg(long = "num.streams", hide = true)]
+    #[arg(long = "num.streams", hide = true, value_parser = clap::value_parser!(u32).range(1..=i64::from(MAX_LANES)))]
     pub num_streams: Option<u32>,
 
     /// Always true in eosmirror: a record the target refuses stops the partition.

@@ -71,3 +71,37 @@ pub enum Command {
     /// Exit code 0: healthy; 1: lagging or stopped partitions; 2: cannot tell.
     Status(Box<status_args::StatusArgs>),
 }
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::Cli;
+
+    /// A count of records to verify of 0 would verify nothing and still
+    /// report an exact copy.
+    #[test]
+    fn a_verification_of_no_record_is_refused() {
+        let files = [
+            "--consumer.config",
+            "c",
+            "--producer.config",
+            "p",
+            "--include",
+            "t",
+        ];
+        for (command, flag) in [("verify", "--last"), ("cutover", "--verify.last")] {
+            let mut args = vec!["eosmirror", command];
+            args.extend_from_slice(&files);
+            if command == "cutover" {
+                args.extend_from_slice(&["--groups", "g"]);
+            }
+            for (value, accepted) in [("0", false), ("1", true)] {
+                let mut with = args.clone();
+                with.extend_from_slice(&[flag, value]);
+                let parsed = Cli::try_parse_from(&with);
+                assert_eq!(parsed.is_ok(), accepted, "{with:?}: {:?}", parsed.err());
+            }
+        }
+    }
+}

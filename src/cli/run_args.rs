@@ -393,6 +393,23 @@ mod tests {
     }
 
     #[test]
+    fn num_streams_is_a_lane_count() {
+        assert_eq!(
+            run_args(&["--num.streams", "8"])
+                .unwrap()
+                .mirrormaker
+                .num_streams,
+            Some(8)
+        );
+        for refused in ["0", "257"] {
+            let error = run_args(&["--num.streams", refused])
+                .unwrap_err()
+                .to_string();
+            assert!(error.contains("--num.streams"), "{error}");
+        }
+    }
+
+    #[test]
     fn byte_sizes_take_units() {
         let run = run_args(&["--max.memory.bytes", "256MiB", "--batch.max.bytes", "5MB"]).unwrap();
         assert_eq!(run.max_memory_bytes, 256 << 20);

@@ -24,7 +24,7 @@ pub struct VerifyArgs {
     pub since: Option<String>,
 
     /// Only the last N records of each partition.
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     pub last: Option<u64>,
 
     /// How records are paired: `mapped` through eosmirror's exact offset

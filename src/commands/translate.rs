@@ -17,7 +17,7 @@ pub fn run(args: &TranslateArgs) -> anyhow::Result<GroupTranslation> {
     let topics = args
         .topic
         .as_deref()
-        .map(|t| TopicFilter::new(t, None))
+        .map(|t| TopicFilter::pattern("--topic", t))
         .transpose()?;
     let endpoints = super::endpoints(&args.connection);
     let (source, target) = connect_both(&endpoints)?;

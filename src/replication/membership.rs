@@ -83,8 +83,9 @@ const MEMBER_CHECK: Duration = Duration::from_secs(1);
 /// coordinator that is away longer is not brought back by a new consumer.
 const REJOIN_AFTER_SESSIONS: u32 = 3;
 
-/// Settings of the fleet's group membership.
-#[derive(Debug, Clone)]
+/// Settings of the fleet's group membership. No `Debug`, for the secrets
+/// its client settings hold (see [`super::lane::WorkerSettings`]).
+#[derive(Clone)]
 pub struct FleetSettings {
     /// Connection settings of the target (no producer or consumer tuning).
     pub target: ClientConfig,

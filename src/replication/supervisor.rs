@@ -48,8 +48,9 @@ const NEW_PARTITIONS_WAIT: Duration = Duration::from_secs(60);
 /// How often the run checks that no lane is stuck (see [`RunError::Stalled`]).
 const STALL_CHECK_INTERVAL: Duration = Duration::from_secs(5);
 
-/// Everything the supervisor needs besides the worker settings.
-#[derive(Debug)]
+/// Everything the supervisor needs besides the worker settings. No
+/// `Debug`, for the secrets its client settings hold (see
+/// [`WorkerSettings`]).
 pub struct SupervisorSettings {
     /// Client settings for metadata and admin calls on the source.
     pub source_admin: ClientConfig,

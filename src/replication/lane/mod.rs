@@ -79,8 +79,9 @@ pub enum GapPolicy {
     Skip,
 }
 
-/// Settings shared by all lanes of one run.
-#[derive(Debug)]
+/// Settings shared by all lanes of one run. No `Debug`: its client
+/// settings hold what rdkafka's own `Debug` does not hide (a private key
+/// decrypted from a key store, OAuth settings).
 pub struct WorkerSettings {
     /// Source consumer settings (from `--consumer.config`, translated).
     pub source: ClientConfig,
