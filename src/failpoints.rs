@@ -87,6 +87,12 @@ pub const READ_CONNECTION_LOST: &str = "read::connection-lost";
 /// source transaction between them, where it is hard to hit.
 pub const CUTOVER_SLOW_LOOK: &str = "cutover::slow-look";
 
+/// A fault: `cutover` waits 10 s after verifying the copy before it reads
+/// the groups' offsets, so that a test can write to the source and move a
+/// group past the copy meanwhile, as a producer and a consumer stopped
+/// late would.
+pub const CUTOVER_SLOW_GROUPS: &str = "cutover::slow-groups";
+
 /// A fault: discovery creates the target topics it found missing, and adds
 /// the partitions it found missing, 10 s after it read the target's
 /// metadata, so that a test can do it meanwhile, as another instance

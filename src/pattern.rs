@@ -44,6 +44,24 @@ impl NamePattern {
         compile(option, pattern, "groups", &alternatives.join("|"))
     }
 
+    /// The group names a pattern given to [`NamePattern::groups`] spells
+    /// out whole (alternatives without regex syntax; a dot also matches
+    /// itself). A broker's group listing may leave out a group that
+    /// exists, so these are asked for by name.
+    pub fn spelled_out_groups(pattern: &str) -> Vec<String> {
+        unquote(pattern)
+            .split([',', '|'])
+            .map(str::trim)
+            .filter(|name| {
+                !name.is_empty()
+                    && name
+                        .chars()
+                        .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
+            })
+            .map(str::to_string)
+            .collect()
+    }
+
     /// The pattern as compiled (after MirrorMaker's syntax was translated).
     pub fn as_str(&self) -> &str {
         self.0.as_str()
@@ -99,6 +117,15 @@ mod tests {
 
     fn groups(pattern: &str) -> NamePattern {
         NamePattern::groups("--groups", pattern).unwrap()
+    }
+
+    #[test]
+    fn names_spelled_out_are_the_plain_alternatives() {
+        assert_eq!(
+            NamePattern::spelled_out_groups("'billing|audit.v2, reports-eu|team.*|(a|b)'"),
+            ["billing", "audit.v2", "reports-eu"]
+        );
+        assert!(NamePattern::spelled_out_groups("*").is_empty());
     }
 
     #[test]

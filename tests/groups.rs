@@ -1329,6 +1329,101 @@ fn cutover_waits_for_a_source_transaction_left_open_and_names_its_partition() {
     );
 }
 
+/// A producer that writes while cutover verifies, and a consumer of the
+/// group that reads those records and stops before cutover reads its
+/// offsets, leave the group past the copy: moving it would have it read
+/// those records again once copied. Cutover moves no group and says why.
+#[test]
+#[cfg_attr(
+    not(feature = "failpoints"),
+    ignore = "needs the fault points: cargo test --features eosmirror/failpoints"
+)]
+fn cutover_moves_no_group_when_the_source_was_written_while_it_ran() {
+    let bed = bed();
+    let (topic, group, setup, mut mirror, _) = copied_with_a_group("cutover-late-write");
+    assert_eq!(
+        mirror.stop(Duration::from_secs(30)),
+        0,
+        "{}",
+        mirror.output()
+    );
+
+    let late: Vec<_> = (0..5).map(|i| record(1, "late", i)).collect();
+    let mut written = false;
+    let (code, stdout, stderr) = setup.command_watching(
+        "cutover",
+        &[
+            "--include",
+            &topic,
+            "--groups",
+            &group,
+            "--timeout.ms",
+            "30000",
+        ],
+        &[("FAILPOINTS", "cutover::slow-groups=return")],
+        |line| {
+            if line.contains("fault point cutover::slow-groups") && !written {
+                bed.source.produce(&topic, &late);
+                let (_, end) = bed.source.watermarks(&topic, 1);
+                bed.source.commit_group(&group, &[(&topic, 1, end)]);
+                written = true;
+            }
+        },
+    );
+    assert!(
+        written,
+        "cutover never reached its fault point:\n{stdout}\n{stderr}"
+    );
+    assert_ne!(code, 0, "{stdout}\n{stderr}");
+    assert!(stdout.contains("cutover: NOT COMPLETE"), "{stdout}");
+    assert!(
+        stdout.contains("producers wrote to the source while cutover ran"),
+        "{stdout}"
+    );
+    assert!(
+        bed.target.group_offsets(&group, &topic, 2).is_empty(),
+        "groups moved past the copy:\n{stdout}"
+    );
+}
+
+/// A broker's group listing leaves out, without an error, the groups of an
+/// offsets partition it cannot lead; a group the pattern names outright is
+/// asked for by name and moved all the same.
+#[test]
+#[cfg_attr(
+    not(feature = "failpoints"),
+    ignore = "needs the fault points: cargo test --features eosmirror/failpoints"
+)]
+fn cutover_moves_a_named_group_the_listing_left_out() {
+    let bed = bed();
+    let (topic, group, setup, mut mirror, _) = copied_with_a_group("cutover-unlisted");
+    let (code, stdout, stderr) = setup.command_env(
+        "cutover",
+        &[
+            "--include",
+            &topic,
+            "--groups",
+            &format!("{group}|never-listed-.*"),
+            "--timeout.ms",
+            "30000",
+        ],
+        &[("FAILPOINTS", "groups::listing-empty=return")],
+    );
+    assert_eq!(code, 0, "{stdout}\n{stderr}");
+    assert!(stdout.contains("cutover: COMPLETE"), "{stdout}");
+    assert_eq!(
+        bed.target.group_offsets(&group, &topic, 2).len(),
+        2,
+        "the named group was not moved:\n{stdout}"
+    );
+    assert_eq!(
+        mirror.stop(Duration::from_secs(30)),
+        0,
+        "{}",
+        mirror.output()
+    );
+}
+
 /// A source transaction begun while cutover looks at the producers (between
 /// its two samples of the high watermarks) holds records the copy lacks
 /// just as one open before it started: cutover waits for it, and reports

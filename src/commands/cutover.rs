@@ -22,6 +22,7 @@ fn options(args: &CutoverArgs) -> anyhow::Result<CutoverOptions> {
         topics_given: super::topics_given(&args.topics),
         groups: NamePattern::groups("--groups", &args.groups)?,
         groups_given: super::groups_given(&args.groups),
+        groups_named: NamePattern::spelled_out_groups(&args.groups),
         timeout: Duration::from_millis(args.timeout_ms),
         verify_range: match args.full {
             true => Range::All,

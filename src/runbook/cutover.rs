@@ -15,7 +15,7 @@
 //! 5. Report; exit 0 only if all of it holds. Running it again is safe: a
 //!    group already moved is left unchanged.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 use std::time::{Duration, Instant};
 
@@ -59,6 +59,10 @@ pub struct CutoverOptions {
     /// The group option as given: the problem when no group matches quotes
     /// it.
     pub groups_given: String,
+    /// The group names the option spells out whole
+    /// ([`NamePattern::spelled_out_groups`]): asked for by name, since a
+    /// broker's listing may leave a group out.
+    pub groups_named: Vec<String>,
     /// Longest wait for the copy to reach the source's end of committed
     /// data; the outage window's budget.
     pub timeout: Duration,
@@ -388,10 +392,21 @@ pub fn cutover(options: &CutoverOptions) -> anyhow::Result<CutoverReport> {
     // 4. Groups, only onto a complete, exact copy.
     let mut groups = Vec::new();
     if problems.is_empty() {
-        let names: Vec<String> = source
+        if fault_armed(failpoints::CUTOVER_SLOW_GROUPS) {
+            tracing::warn!(
+                "fault point {}: the groups are read 10 s later",
+                failpoints::CUTOVER_SLOW_GROUPS
+            );
+            std::thread::sleep(Duration::from_secs(10));
+        }
+        // The listing leaves out, without an error, the groups of an
+        // offsets partition without a leader: the names the pattern spells
+        // out are asked for whatever it says.
+        let names: BTreeSet<String> = source
             .groups()
             .list_groups()?
             .into_iter()
+            .chain(options.groups_named.iter().cloned())
             .filter(|g| options.groups.matches(g))
             .collect();
         if names.is_empty() {
@@ -414,6 +429,20 @@ pub fn cutover(options: &CutoverOptions) -> anyhow::Result<CutoverReport> {
             if !offsets.is_empty() {
                 final_offsets.insert(group, offsets);
             }
+        }
+        // A producer that wrote during verify, and a consumer of the group
+        // that read it before stopping, would leave the group past the
+        // copy: its translation would read those records again once
+        // copied. The ends sampled before verify must still hold now that
+        // the offsets are final.
+        let now = high_watermarks(&source_side, &partitions)?;
+        let written = written_between(&source_side, &end, &now)?;
+        if !written.is_empty() {
+            problems.push(format!(
+                "producers wrote to the source while cutover ran ({}); no group was moved. Stop them, then run cutover again",
+                written.join(", ")
+            ));
+            final_offsets.clear();
         }
         let source_ids = source_topic_ids(&source, &final_offsets)?;
         for mut translation in translate_groups(&target, alias, &final_offsets, &source_ids)? {
