@@ -945,6 +945,61 @@ fn group_sync_records_source_ends_past_a_partition_emptied_by_retention() {
     );
 }
 
+/// Group sync records a group's source offsets on the target before it
+/// moves the target group, so failover, which never rewinds a group, finds
+/// a record at least as new. A record the target refuses (here the groups
+/// topic's `max.message.bytes` is below any record; revoked Write does the
+/// same) fails the round, and the target group does not move.
+#[test]
+fn group_sync_moves_no_group_whose_record_the_target_refused() {
+    let bed = bed();
+    let topic = bed.source.create_topic("groups-refused", 2);
+    let records: Vec<_> = (0..20).map(|i| record(i as i32 % 2, "r", i)).collect();
+    bed.source.produce(&topic, &records);
+    let group = unique_name("refused");
+    bed.source
+        .commit_group(&group, &[(&topic, 0, 4), (&topic, 1, 6)]);
+
+    let setup = MirrorSetup::new(&bed.source.bootstrap, &bed.target.bootstrap);
+    bed.target.create_topic_with(
+        &format!("__eosmirror.groups.{}", setup.alias),
+        1,
+        &[("cleanup.policy", "compact"), ("max.message.bytes", "100")],
+    );
+    let mut mirror = setup.start(
+        &topic,
+        &["--groups.sync", &group, "--groups.sync.interval.secs", "1"],
+    );
+    wait_for_copy(
+        &bed.source,
+        &bed.target,
+        &topic,
+        Duration::from_secs(120),
+        &mut mirror,
+    );
+    // Rounds run every second and go on failing; none may move the group.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut refusals = 0;
+    while refusals < 3 {
+        assert!(
+            bed.target.group_offsets(&group, &topic, 2).is_empty(),
+            "the target group moved without its record:\n{}",
+            mirror.output()
+        );
+        refusals = mirror
+            .output()
+            .matches("the target refused a record")
+            .count();
+        assert!(
+            Instant::now() < deadline,
+            "no round failed naming the refused record:\n{}",
+            mirror.output()
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    mirror.kill();
+}
+
 /// In a failover every group that can move moves: a group with consumers
 /// already on the target is named, with the exit code non-zero, and does
 /// not hold back the others.

@@ -9,11 +9,13 @@
 //! instance that owns lane 0 syncs.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use eosmirror_state::{SourcePartition, StateStore};
-use rdkafka::producer::{BaseRecord, DefaultProducerContext, Producer, ThreadedProducer};
+use rdkafka::client::ClientContext;
+use rdkafka::error::KafkaError;
+use rdkafka::producer::{BaseRecord, DeliveryResult, Producer, ProducerContext, ThreadedProducer};
 
 use super::admin::GroupAdmin;
 use super::apply::plan;
@@ -125,13 +127,13 @@ impl GroupSync {
         let side = self.target.side(RECORDED_READ_KBYTES, CONNECT_TIMEOUT);
         recorded.catch_up(&side, &self.groups_topic)?;
         let partitions = replicated_partitions(&self.source, &self.target, Some(&self.topics))?;
-        let producer: ThreadedProducer<DefaultProducerContext> = self
+        let producer: RecordProducer = self
             .target
             .connection
             .clone()
             .set("enable.idempotence", "true")
             .set("acks", "all")
-            .create()?;
+            .create_with_context(RefusedRecords::default())?;
         let observed_at_ms = crate::clock::unix_millis();
         let started = Instant::now();
         // The recorded groups are asked for their offsets too, listed or
@@ -511,11 +513,7 @@ fn recorded_ids<'a>(
         .collect()
 }
 
-fn send(
-    producer: &ThreadedProducer<DefaultProducerContext>,
-    topic: &str,
-    record: &GroupsTopicRecord,
-) -> anyhow::Result<()> {
+fn send(producer: &RecordProducer, topic: &str, record: &GroupsTopicRecord) -> anyhow::Result<()> {
     let (key, value) = (record.key(), record.encode());
     producer
         .send(BaseRecord::to(topic).partition(0).key(&key).payload(&value))
@@ -544,22 +542,54 @@ fn gone<'a>(
 }
 
 /// Sends a tombstone for `group`'s record (written with the round's flush).
-fn send_tombstone(
-    producer: &ThreadedProducer<DefaultProducerContext>,
-    topic: &str,
-    group: &str,
-) -> anyhow::Result<()> {
+fn send_tombstone(producer: &RecordProducer, topic: &str, group: &str) -> anyhow::Result<()> {
     let key = GroupsTopicRecord::group_key(group);
     producer
         .send(BaseRecord::<[u8], [u8]>::to(topic).partition(0).key(&key))
         .map_err(|(e, _)| anyhow::anyhow!("removing group {group:?} from {topic}: {e}"))
 }
 
-/// Waits until every record sent to the groups topic is written.
-fn flush(producer: &ThreadedProducer<DefaultProducerContext>, topic: &str) -> anyhow::Result<()> {
+/// The groups topic's producer.
+type RecordProducer = ThreadedProducer<RefusedRecords>;
+
+/// The first record of the groups topic the target refused since the last
+/// flush: librdkafka's flush returns `Ok` once every record has an
+/// outcome, a refusal for good included (Write revoked, a smaller
+/// `max.message.bytes`).
+#[derive(Default)]
+struct RefusedRecords(Mutex<Option<KafkaError>>);
+
+impl ClientContext for RefusedRecords {}
+
+impl ProducerContext for RefusedRecords {
+    type DeliveryOpaque = ();
+
+    fn delivery(&self, result: &DeliveryResult<'_>, _: ()) {
+        if let Err((error, _)) = result {
+            let mut first = self.0.lock().expect("refused records poisoned");
+            first.get_or_insert_with(|| error.clone());
+        }
+    }
+}
+
+/// Waits until every record sent to the groups topic is written; one the
+/// target refused fails the round before any target group moves.
+fn flush(producer: &RecordProducer, topic: &str) -> anyhow::Result<()> {
     producer
         .flush(Duration::from_secs(30))
-        .map_err(|e| anyhow::anyhow!("recording group offsets in {topic}: {e}"))
+        .map_err(|e| anyhow::anyhow!("recording group offsets in {topic}: {e}"))?;
+    let refused = producer
+        .context()
+        .0
+        .lock()
+        .expect("refused records poisoned")
+        .take();
+    match refused {
+        Some(e) => Err(anyhow::anyhow!(
+            "recording group offsets in {topic}: the target refused a record: {e}"
+        )),
+        None => Ok(()),
+    }
 }
 
 #[cfg(test)]
