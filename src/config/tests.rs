@@ -328,6 +328,28 @@ fn renamed_key_conflicts_with_its_librdkafka_name() {
 }
 
 #[test]
+fn a_setting_under_two_librdkafka_names_conflicts() {
+    for (first, second) in [
+        ("sasl.mechanism=SCRAM-SHA-512", "sasl.mechanisms=PLAIN"),
+        ("linger.ms=5", "queue.buffering.max.ms=50"),
+        ("delivery.timeout.ms=30000", "message.timeout.ms=60000"),
+    ] {
+        let e = err(&format!("{first}\n{second}\n"), ClientRole::Producer);
+        assert!(
+            matches!(
+                e,
+                ConfigError::Conflict {
+                    first_line: 1,
+                    second_line: 2,
+                    ..
+                }
+            ),
+            "{first} / {second}: {e:?}"
+        );
+    }
+}
+
+#[test]
 fn pem_truststore_becomes_ca_location() {
     let dir = tempfile::tempdir().unwrap();
     let ca = temp_file(&dir, "ca.crt", CERT.as_bytes());

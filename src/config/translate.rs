@@ -231,7 +231,8 @@ impl<'a> Translator<'a> {
 
     /// Adds a librdkafka setting; two file lines producing the same setting conflict.
     fn set(&mut self, key: &str, value: String, from: &Property) -> Result<(), ConfigError> {
-        if let Some(earlier) = self.settings.iter().find(|s| s.key == key) {
+        let same = |other: &str| librdkafka_name(other) == librdkafka_name(key);
+        if let Some(earlier) = self.settings.iter().find(|s| same(&s.key)) {
             return Err(ConfigError::Conflict {
                 file: self.file(),
                 setting: key.to_string(),
@@ -536,5 +537,24 @@ impl<'a> Translator<'a> {
             });
         }
         Ok(())
+    }
+}
+
+/// librdkafka's own name of a setting it also takes under another (an
+/// alias): two lines setting one property under both names would leave
+/// the winner to the order rdkafka hands them over in, which its hash map
+/// makes random.
+fn librdkafka_name(key: &str) -> &str {
+    match key {
+        "bootstrap.servers" => "metadata.broker.list",
+        "sasl.mechanism" => "sasl.mechanisms",
+        "max.in.flight" => "max.in.flight.requests.per.connection",
+        "linger.ms" => "queue.buffering.max.ms",
+        "retries" => "message.send.max.retries",
+        "compression.type" => "compression.codec",
+        "acks" => "request.required.acks",
+        "delivery.timeout.ms" => "message.timeout.ms",
+        "max.partition.fetch.bytes" => "fetch.message.max.bytes",
+        other => other,
     }
 }
