@@ -1443,7 +1443,8 @@ fn cutover_moves_no_group_when_the_source_was_written_while_it_ran() {
 
 /// A broker's group listing leaves out, without an error, the groups of an
 /// offsets partition it cannot lead; a group the pattern names outright is
-/// asked for by name and moved all the same.
+/// asked for by name and moved all the same, and a name that is no group
+/// on the source is a problem.
 #[test]
 #[cfg_attr(
     not(feature = "failpoints"),
@@ -1470,6 +1471,27 @@ fn cutover_moves_a_named_group_the_listing_left_out() {
         bed.target.group_offsets(&group, &topic, 2).len(),
         2,
         "the named group was not moved:\n{stdout}"
+    );
+    // A name that is no group (a typo) is a problem, not a group moved.
+    let typo = format!("{group}-typo");
+    let (code, stdout, stderr) = setup.command(
+        "cutover",
+        &[
+            "--include",
+            &topic,
+            "--groups",
+            &format!("{group}|{typo}"),
+            "--timeout.ms",
+            "30000",
+        ],
+    );
+    assert_ne!(code, 0, "{stdout}\n{stderr}");
+    assert!(stdout.contains("cutover: NOT COMPLETE"), "{stdout}");
+    assert!(
+        stdout.contains(&format!(
+            "group {typo:?}, named in --groups, has no committed offset"
+        )),
+        "{stdout}"
     );
     assert_eq!(
         mirror.stop(Duration::from_secs(30)),

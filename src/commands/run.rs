@@ -346,8 +346,9 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
 /// created (more than 5 requests in flight or `retries=0` with idempotence,
 /// `max.poll.interval.ms` below `session.timeout.ms`), and a lane creates
 /// its clients only after the first refresh has created topics. Neither
-/// client sends a request: the producer's transactional id is never
-/// initialised (and is none of the lanes'), the consumer never subscribes.
+/// client writes anything (both may fetch metadata meanwhile): the
+/// producer's transactional id is never initialised (and is none of the
+/// lanes'), the consumer never subscribes.
 fn refuse_unusable_settings(
     producer: &ClientConfig,
     consumer: &ClientConfig,
@@ -355,7 +356,7 @@ fn refuse_unusable_settings(
 ) -> anyhow::Result<()> {
     let refused = |file: &Path, e: KafkaError| {
         anyhow!(
-            "the settings in {} do not go with what eosmirror's lanes need (idempotent, transactional producers; read_committed consumers in a group): {e}. Change or remove the setting librdkafka names (its name for it; e.g. max.in.flight is max.in.flight.requests.per.connection); nothing was written",
+            "librdkafka refuses the settings in {} as a lane uses them (with eosmirror's own: idempotent, transactional producers; read_committed consumers in a group): {e}. Change or remove the setting it names (librdkafka's name for it; e.g. max.in.flight is max.in.flight.requests.per.connection); nothing was written",
             file.display()
         )
     };

@@ -347,6 +347,12 @@ fn a_setting_under_two_librdkafka_names_conflicts() {
             "{first} / {second}: {e:?}"
         );
     }
+    // One value under both names, as old MirrorMaker files have it.
+    let t = ok(
+        "bootstrap.servers=a:9092\nmetadata.broker.list=a:9092\n",
+        ClientRole::Producer,
+    );
+    assert_eq!(t.get("bootstrap.servers"), Some("a:9092"));
 }
 
 #[test]

@@ -233,6 +233,12 @@ impl<'a> Translator<'a> {
     fn set(&mut self, key: &str, value: String, from: &Property) -> Result<(), ConfigError> {
         let same = |other: &str| librdkafka_name(other) == librdkafka_name(key);
         if let Some(earlier) = self.settings.iter().find(|s| same(&s.key)) {
+            // Old MirrorMaker files often repeat a setting under its old
+            // name (`metadata.broker.list` beside `bootstrap.servers`): one
+            // value under two names leaves nothing to choose.
+            if earlier.key != key && earlier.value == value {
+                return Ok(());
+            }
             return Err(ConfigError::Conflict {
                 file: self.file(),
                 setting: key.to_string(),

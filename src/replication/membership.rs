@@ -315,17 +315,22 @@ fn lanes_of(list: &TopicPartitionList) -> Vec<Lane> {
 /// member id the coordinator gave it (it forgets it when the session times
 /// out or the member leaves).
 fn is_member(consumer: &BaseConsumer<FleetContext>) -> bool {
+    member_id(consumer).is_some()
+}
+
+/// The member id the coordinator gave `consumer`, if it holds one.
+fn member_id(consumer: &BaseConsumer<FleetContext>) -> Option<String> {
     let client = consumer.client().native_ptr();
     // SAFETY: `client` is the live client of `consumer`; the returned copy
     // of the member id is freed once, with the client's allocator.
     unsafe {
         let id = rdkafka::bindings::rd_kafka_memberid(client);
         if id.is_null() {
-            return false;
+            return None;
         }
-        let member = *id != 0;
+        let member = std::ffi::CStr::from_ptr(id).to_string_lossy().into_owned();
         rdkafka::bindings::rd_kafka_mem_free(client, id.cast());
-        member
+        (!member.is_empty()).then_some(member)
     }
 }
 
@@ -601,14 +606,13 @@ impl Membership {
     /// membership reset) carries generation -1, and a coordinator skips the
     /// generation check of a transactional commit with that, so the
     /// commit would pass the fence. Checked before and after the copy is
-    /// taken, so the copy holds a member id.
+    /// taken: the same member id both times, so the copy holds it (a reset
+    /// and a new id in between would leave a copy without one).
     pub fn group_metadata(&self) -> Option<ConsumerGroupMetadata> {
         let consumer = self.consumer();
-        if !is_member(&consumer) {
-            return None;
-        }
+        let before = member_id(&consumer)?;
         let metadata = consumer.group_metadata()?;
-        is_member(&consumer).then_some(metadata)
+        (member_id(&consumer)? == before).then_some(metadata)
     }
 
     /// The offset a lane transaction commits for its partition of the
@@ -701,6 +705,11 @@ mod tests {
             Duration::from_secs(60),
             Duration::from_secs(60),
         ));
+        // Every request takes a round trip of 300 ms: the join (coordinator
+        // lookup, two JoinGroups, SyncGroup) is still under way when asked.
+        cluster
+            .broker_round_trip_time(1, Duration::from_millis(300))
+            .expect("mock round trip");
         let (membership, thread) =
             Membership::join(settings, Arc::default(), health).expect("join");
         assert!(

@@ -428,6 +428,12 @@ pub fn cutover(options: &CutoverOptions) -> anyhow::Result<CutoverReport> {
             let offsets = source.groups().committed(&group, &partitions)?;
             if !offsets.is_empty() {
                 final_offsets.insert(group, offsets);
+            } else if options.groups_named.contains(&group) {
+                // Named outright, so expected: a typo, or a group that
+                // never consumed these topics, must not pass as moved.
+                problems.push(format!(
+                    "group {group:?}, named in --groups, has no committed offset on the source for the topics cut over; check its name"
+                ));
             }
         }
         // A producer that wrote during verify, and a consumer of the group
