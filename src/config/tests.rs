@@ -490,6 +490,42 @@ fn keystores() {
     assert_hidden(&t, "hunter2");
 }
 
+/// The Java client loads no store over a plaintext protocol, so a leftover
+/// path to a file that is gone does not refuse the file.
+#[test]
+fn store_settings_under_a_plaintext_protocol_are_dropped_unread() {
+    for protocol in ["PLAINTEXT", "SASL_PLAINTEXT"] {
+        let t = ok(
+            &format!(
+                "security.protocol={protocol}\nssl.truststore.location=/nonexistent/old.jks\n\
+                 ssl.truststore.password=hunter2\nssl.keystore.location=/nonexistent/k.p12\n"
+            ),
+            ClientRole::Producer,
+        );
+        for key in [
+            "ssl.truststore.location",
+            "ssl.truststore.password",
+            "ssl.keystore.location",
+        ] {
+            assert!(
+                dropped(&t, key)
+                    .reason
+                    .contains(&format!("unused with security.protocol={protocol}")),
+                "{key}: {t:?}"
+            );
+        }
+        assert!(
+            t.settings.iter().all(|(k, _)| !k.starts_with("ssl.")),
+            "{t:?}"
+        );
+    }
+    // With TLS the missing file is named, as before.
+    err(
+        "security.protocol=SSL\nssl.truststore.location=/nonexistent/old.jks\n",
+        ClientRole::Producer,
+    );
+}
+
 #[test]
 fn orphan_store_settings_are_dropped() {
     let t = ok(

@@ -220,6 +220,18 @@ impl<'a> Translator<'a> {
                 }
                 self.handled.push(*handler);
                 match handler {
+                    Handler::TrustStore | Handler::KeyStore if self.plaintext().is_some() => {
+                        // The Java client loads no store without TLS: a
+                        // leftover path must not refuse a working file.
+                        let protocol = self.plaintext().unwrap_or_default();
+                        for q in self.group(*handler) {
+                            self.drop(
+                                q,
+                                format!("a TLS setting, unused with security.protocol={protocol} (the Java client does not load it either)"),
+                            );
+                        }
+                        Ok(())
+                    }
                     Handler::Jaas => self.jaas(p),
                     Handler::TrustStore => self.trust_store(),
                     Handler::KeyStore => self.key_store(),
@@ -450,6 +462,19 @@ impl<'a> Translator<'a> {
             }
         }
         Ok(())
+    }
+
+    /// The file's `security.protocol` when it says plaintext (`PLAINTEXT`,
+    /// `SASL_PLAINTEXT`): no TLS store is loaded then.
+    fn plaintext(&self) -> Option<&'a str> {
+        self.props
+            .property("security.protocol")
+            .map(java_value)
+            .filter(|v| {
+                ["PLAINTEXT", "SASL_PLAINTEXT"]
+                    .iter()
+                    .any(|t| v.eq_ignore_ascii_case(t))
+            })
     }
 
     /// The value of a librdkafka setting produced so far.
