@@ -11,7 +11,10 @@
 //!    report a complete copy and lose them.
 //! 3. Verify the copy's tail (or all of it).
 //! 4. Move each consumer group: its source offsets, translated exactly, are
-//!    committed to the same group on the target.
+//!    committed to the same group on the target. Groups the pattern names
+//!    outright are asked for by name (a listing can leave one out), and
+//!    no group moves if the source was written after its second sample (a
+//!    consumer may have read past the copy).
 //! 5. Report; exit 0 only if all of it holds. Running it again is safe: a
 //!    group already moved is left unchanged.
 
