@@ -568,12 +568,7 @@ fn plan_topics(
             ),
         }
     }
-    let present: Vec<&str> = decision
-        .present
-        .iter()
-        .map(|(t, _)| t.name.as_str())
-        .collect();
-    let types = runtime.block_on(target::timestamp_types(&target_admin, &present));
+    let types = runtime.block_on(target::timestamp_types(&target_admin, &decision));
     if !types.unchecked.is_empty() {
         findings.add(
             Kind::Warning,

@@ -449,12 +449,7 @@ pub async fn prepare_target(
         return Err(TopicError::InternalTopics(refusals));
     }
 
-    let present: Vec<&str> = decision
-        .present
-        .iter()
-        .map(|(t, _)| t.name.as_str())
-        .collect();
-    let types = timestamp_types(target_admin, &present).await;
+    let types = timestamp_types(target_admin, &decision).await;
     if !types.unchecked.is_empty() {
         static WARNED: AtomicBool = AtomicBool::new(false);
         if !WARNED.swap(true, Ordering::Relaxed) {
@@ -689,13 +684,18 @@ impl TimestampTypes {
     }
 }
 
-/// The timestamp types of `topics` on the target, in one DescribeConfigs
-/// request (`run` refuses a LogAppendTime topic before copying into it, and
-/// `plan` says so beforehand).
+/// The timestamp types of the target topics `decision` found present, in
+/// one DescribeConfigs request (`run` refuses a LogAppendTime topic before
+/// copying into it, and `plan` says so beforehand).
 pub(crate) async fn timestamp_types(
     target_admin: &AdminClient<DefaultClientContext>,
-    topics: &[&str],
+    decision: &TopicDecision,
 ) -> TimestampTypes {
+    let topics: Vec<&str> = decision
+        .present
+        .iter()
+        .map(|(t, _)| t.name.as_str())
+        .collect();
     let mut types = TimestampTypes {
         appending: Vec::new(),
         unchecked: Vec::new(),
