@@ -5,7 +5,10 @@
 //!   cluster identity);
 //! - tree `checkpoints`: [`SourcePartition::key`] → [`Checkpoint`];
 //! - tree `offset-runs`: [`SourcePartition::run_key`] of the run's first
-//!   source offset → [`OffsetRun`].
+//!   source offset → [`OffsetRun`];
+//! - tree `run-counts`: [`SourcePartition::key`] → how many runs of the
+//!   partition `offset-runs` holds (big-endian `u64`; a store written before
+//!   the tree existed counts a partition's runs once, on its next commit).
 //!
 //! Every value is encoded by [`codec`]. The target cluster is the source of
 //! truth, so anything wrong with this store on open is repaired by moving the
@@ -34,6 +37,15 @@ use crate::{
 const CHECKPOINTS_TREE: &str = "checkpoints";
 /// Name of the sled tree holding the [`OffsetRun`]s of every partition.
 const RUNS_TREE: &str = "offset-runs";
+/// Name of the sled tree holding each partition's number of runs.
+const RUN_COUNTS_TREE: &str = "run-counts";
+/// The most offset runs kept per partition: the newest, as a suffix of the
+/// partition's runs. A transactional source adds a run per source
+/// transaction, so without a limit the store would grow for as long as the
+/// run lasts. Offsets before the oldest run kept are translated from the
+/// progress topic instead (as for another instance's lanes). About 60 bytes
+/// a run on disk: at most ~60 MiB per 1,000 partitions.
+const MAX_RUNS_PER_PARTITION: u64 = 1_024;
 /// sled 0.34.7 reports a held file lock only through this message text.
 const SLED_LOCK_MESSAGE: &str = "could not acquire lock";
 /// A handle dropped just before (in this process, or by a process that is
@@ -98,6 +110,8 @@ pub struct StateStore {
     checkpoints: sled::Tree,
     /// See [`RUNS_TREE`].
     runs: sled::Tree,
+    /// See [`RUN_COUNTS_TREE`].
+    run_counts: sled::Tree,
 }
 
 /// Files sled writes into every database directory it opens.
@@ -235,6 +249,7 @@ impl StateStore {
         Ok(StateStore {
             checkpoints: db.open_tree(CHECKPOINTS_TREE)?,
             runs: db.open_tree(RUNS_TREE)?,
+            run_counts: db.open_tree(RUN_COUNTS_TREE)?,
             dir,
             identity,
             db,
@@ -272,6 +287,12 @@ impl StateStore {
     /// A position only moves forward: if the stored checkpoint is ahead of
     /// `checkpoint` in source or target offset, nothing is written and
     /// [`StateError::PositionWentBackwards`] is returned.
+    ///
+    /// The partition keeps its newest [`MAX_RUNS_PER_PARTITION`] runs: the
+    /// oldest go first, stored ones before any of `runs`, so what is kept
+    /// is always an unbroken suffix of the partition's runs. (Keeping an
+    /// older run while dropping a newer one would turn the dropped copies
+    /// into a source gap and translate them wrong.)
     pub fn record_commit(
         &self,
         partition: &SourcePartition,
@@ -280,13 +301,26 @@ impl StateStore {
     ) -> Result<(), StateError> {
         let key = partition.key();
         let value = codec::encode(checkpoint);
-        let run_entries: Vec<(Vec<u8>, Vec<u8>)> = runs
+        // The partition's single writer is the caller: the stored runs to
+        // drop, chosen here, are still the oldest inside the transaction.
+        let stored_runs = self.run_count(&key)?;
+        let excess = (stored_runs + runs.len() as u64).saturating_sub(MAX_RUNS_PER_PARTITION);
+        let dropped: Vec<sled::IVec> = self
+            .runs
+            .scan_prefix(&key)
+            .keys()
+            .take(excess.min(stored_runs) as usize)
+            .collect::<Result<_, _>>()
+            .map_err(|e| self.storage(e))?;
+        let skipped_new = ((excess - dropped.len() as u64) as usize).min(runs.len());
+        let kept_runs = stored_runs - dropped.len() as u64 + (runs.len() - skipped_new) as u64;
+        let run_entries: Vec<(Vec<u8>, Vec<u8>)> = runs[skipped_new..]
             .iter()
             .map(|run| (partition.run_key(run.source_start), codec::encode(run)))
             .collect();
 
-        (&self.checkpoints, &self.runs)
-            .transaction(|(checkpoints, runs_tree)| {
+        (&self.checkpoints, &self.runs, &self.run_counts)
+            .transaction(|(checkpoints, runs_tree, run_counts)| {
                 let stored = match checkpoints.get(&key)? {
                     Some(bytes) => Some(
                         self.decode::<Checkpoint>(&bytes, || format!("checkpoint of {partition}"))
@@ -310,9 +344,13 @@ impl StateStore {
                 debug_assert_runs_fit(runs, stored.as_ref(), checkpoint);
 
                 checkpoints.insert(key.as_slice(), value.as_slice())?;
+                for run_key in &dropped {
+                    runs_tree.remove(run_key)?;
+                }
                 for (run_key, run_value) in &run_entries {
                     runs_tree.insert(run_key.as_slice(), run_value.as_slice())?;
                 }
+                run_counts.insert(key.as_slice(), &kept_runs.to_be_bytes())?;
                 Ok(())
             })
             .map_err(|e| match e {
@@ -331,16 +369,33 @@ impl StateStore {
         for run_key in self.runs.scan_prefix(&key).keys() {
             removals.remove(run_key.map_err(|e| self.storage(e))?);
         }
-        (&self.checkpoints, &self.runs)
-            .transaction(|(checkpoints, runs)| {
+        (&self.checkpoints, &self.runs, &self.run_counts)
+            .transaction(|(checkpoints, runs, run_counts)| {
                 checkpoints.remove(key.as_slice())?;
                 runs.apply_batch(&removals)?;
+                run_counts.remove(key.as_slice())?;
                 Ok::<(), ConflictableTransactionError<Infallible>>(())
             })
             .map_err(|e| match e {
                 TransactionError::Abort(never) => match never {},
                 TransactionError::Storage(source) => self.storage(source),
             })
+    }
+
+    /// How many runs the partition with checkpoint key `key` has stored:
+    /// counted once if the store has no count yet (written before counts).
+    fn run_count(&self, key: &[u8]) -> Result<u64, StateError> {
+        if let Some(bytes) = self.run_counts.get(key).map_err(|e| self.storage(e))? {
+            if let Ok(count) = <[u8; 8]>::try_from(bytes.as_ref()) {
+                return Ok(u64::from_be_bytes(count));
+            }
+        }
+        let mut count = 0;
+        for run_key in self.runs.scan_prefix(key).keys() {
+            run_key.map_err(|e| self.storage(e))?;
+            count += 1;
+        }
+        Ok(count)
     }
 
     /// Translates `source_offset` of `partition` into the target offset a

@@ -647,3 +647,135 @@ fn translation_gives_up_while_every_read_races_a_commit() {
         .unwrap();
     assert_eq!(translation, None);
 }
+
+/// The number of runs `partition` has in the store's runs tree.
+fn stored_runs(store: &StateStore, partition: &SourcePartition) -> u64 {
+    store.runs.scan_prefix(partition.key()).count() as u64
+}
+
+/// Commits one run of one record per transaction, with a gap of one offset
+/// (the transaction's commit marker) after each, as a transactional source
+/// does: source offsets 2i, target offsets 2i.
+fn commit_transactions(
+    store: &StateStore,
+    partition: &SourcePartition,
+    range: std::ops::Range<i64>,
+) {
+    for i in range {
+        store
+            .record_commit(
+                partition,
+                &checkpoint(2 * i + 2, 2 * i + 2),
+                &[run(2 * i, 2 * i, 1)],
+            )
+            .unwrap();
+    }
+}
+
+#[test]
+fn a_partition_keeps_its_newest_runs_and_translates_older_offsets_from_the_target() {
+    let (_tmp, dir) = state_dir();
+    let (store, _) = open(&dir);
+    let orders = SourcePartition::new("orders", 0);
+    let other = SourcePartition::new("orders", 1);
+    commit_transactions(&store, &other, 0..3);
+    let limit = MAX_RUNS_PER_PARTITION as i64;
+    commit_transactions(&store, &orders, 0..limit + 10);
+    assert_eq!(stored_runs(&store, &orders), MAX_RUNS_PER_PARTITION);
+    // The ten oldest went: the progress topic answers for them.
+    for source in [0, 1, 18, 19] {
+        assert_eq!(
+            store.translate(&orders, source).unwrap(),
+            None,
+            "source offset {source}"
+        );
+    }
+    // The rest still translate exactly, the markers' gaps to the next copy.
+    for source in [20, 21, 2 * limit, 2 * limit + 18] {
+        assert_eq!(
+            store.translate(&orders, source).unwrap(),
+            Some(OffsetLookup::Exact(source + source % 2)),
+            "source offset {source}"
+        );
+    }
+    assert_eq!(
+        store.translate(&orders, 2 * limit + 19).unwrap(),
+        Some(OffsetLookup::Tail(tail(2 * limit + 20, 2 * limit + 20)))
+    );
+    // Another partition's runs are not counted or dropped with these.
+    assert_eq!(stored_runs(&store, &other), 3);
+    assert_eq!(
+        store.translate(&other, 0).unwrap(),
+        Some(OffsetLookup::Exact(0))
+    );
+}
+
+#[test]
+fn a_commit_of_more_runs_than_kept_drops_every_older_run_first() {
+    let (_tmp, dir) = state_dir();
+    let (store, _) = open(&dir);
+    let orders = SourcePartition::new("orders", 0);
+    commit_transactions(&store, &orders, 0..5);
+    let limit = MAX_RUNS_PER_PARTITION as i64;
+    let runs: Vec<OffsetRun> = (5..limit + 20).map(|i| run(2 * i, 2 * i, 1)).collect();
+    store
+        .record_commit(&orders, &checkpoint(2 * limit + 40, 2 * limit + 40), &runs)
+        .unwrap();
+    assert_eq!(stored_runs(&store, &orders), MAX_RUNS_PER_PARTITION);
+    // No older run survives a newer one: the oldest kept is the 20th.
+    for source in [0, 8, 38, 39] {
+        assert_eq!(
+            store.translate(&orders, source).unwrap(),
+            None,
+            "source offset {source}"
+        );
+    }
+    assert_eq!(
+        store.translate(&orders, 40).unwrap(),
+        Some(OffsetLookup::Exact(40))
+    );
+}
+
+#[test]
+fn runs_stored_before_counts_existed_are_counted_and_kept_to_the_limit() {
+    let (_tmp, dir) = state_dir();
+    let orders = SourcePartition::new("orders", 0);
+    let limit = MAX_RUNS_PER_PARTITION as i64;
+    {
+        let (store, _) = open(&dir);
+        commit_transactions(&store, &orders, 0..limit);
+        store.flush().unwrap();
+    }
+    {
+        // A store of the version before: no counts.
+        let db = raw_sled(&dir);
+        db.drop_tree(RUN_COUNTS_TREE).unwrap();
+        db.flush().unwrap();
+    }
+    let (store, outcome) = open(&dir);
+    assert!(matches!(outcome, OpenOutcome::Reopened), "{outcome:?}");
+    commit_transactions(&store, &orders, limit..limit + 2);
+    assert_eq!(stored_runs(&store, &orders), MAX_RUNS_PER_PARTITION);
+    assert_eq!(store.translate(&orders, 2).unwrap(), None);
+    assert_eq!(
+        store.translate(&orders, 4).unwrap(),
+        Some(OffsetLookup::Exact(4))
+    );
+}
+
+#[test]
+fn a_reset_partition_counts_its_runs_from_zero() {
+    let (_tmp, dir) = state_dir();
+    let (store, _) = open(&dir);
+    let orders = SourcePartition::new("orders", 0);
+    commit_transactions(&store, &orders, 0..10);
+    store.reset_partition(&orders).unwrap();
+    let limit = MAX_RUNS_PER_PARTITION as i64;
+    commit_transactions(&store, &orders, 100..100 + limit);
+    // Had the reset kept the count of ten, ten of these would have gone.
+    assert_eq!(stored_runs(&store, &orders), MAX_RUNS_PER_PARTITION);
+    assert_eq!(
+        store.translate(&orders, 200).unwrap(),
+        Some(OffsetLookup::Exact(200))
+    );
+}
