@@ -203,8 +203,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
             Duration::from_millis(args.transaction_timeout_ms),
             budget.producer_queue_kbytes,
         );
-        let mut consumer = source.clone();
-        budget.bound_consumer(&mut consumer);
+        let consumer = budget.lane_consumer(&source, 1);
         let files = (
             args.connection.producer_config.clone(),
             args.connection.consumer_config.clone(),

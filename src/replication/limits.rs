@@ -82,6 +82,21 @@ impl BufferBudget {
         self.consumer_prefetch_kbytes + self.consumer_fetch_bytes / 1024
     }
 
+    /// A lane's source consumer settings for `partitions` partitions: the
+    /// user's `source` settings, bounded (`bound_consumer`), with the fetch
+    /// backoff for that many partitions unless the consumer file sets one.
+    /// `run` creates a client from them before it writes anything, so it
+    /// refuses what a lane would.
+    pub fn lane_consumer(&self, source: &ClientConfig, partitions: usize) -> ClientConfig {
+        let mut config = source.clone();
+        self.bound_consumer(&mut config);
+        if config.get("fetch.queue.backoff.ms").is_none() {
+            let backoff = fetch_queue_backoff(partitions);
+            config.set("fetch.queue.backoff.ms", backoff.as_millis().to_string());
+        }
+        config
+    }
+
     /// Sets a lane consumer's prefetch bounds. The queue holds at most one
     /// record per KiB of its bound (`queued.min.messages`, which librdkafka
     /// compares with the whole queue's length): its byte bound counts
@@ -92,7 +107,7 @@ impl BufferBudget {
     /// from the consumer file wins (trading memory for speed is the user's
     /// call); the fetch is never below `message.max.bytes`, which librdkafka
     /// requires.
-    pub fn bound_consumer(&self, config: &mut ClientConfig) {
+    fn bound_consumer(&self, config: &mut ClientConfig) {
         config.set(
             "queued.max.messages.kbytes",
             self.consumer_prefetch_kbytes.to_string(),
@@ -127,7 +142,7 @@ impl BufferBudget {
 /// lane (5,000 over 4 lanes) spent most of the copy's CPU there and copied
 /// 1M records in 111 s with 40 CPU-seconds; with 500 ms, in 75 s with 21.
 /// So the wait grows with the lane's partitions, within 10–500 ms.
-pub fn fetch_queue_backoff(partitions: usize) -> Duration {
+fn fetch_queue_backoff(partitions: usize) -> Duration {
     Duration::from_millis((partitions as u64 / 2).clamp(10, 500))
 }
 

@@ -16,7 +16,6 @@ use crate::metrics as m;
 use crate::replication::client_stats::{ClientStats, SourceConsumer, StatsContext};
 use crate::replication::errors::{classify, Disposition};
 use crate::replication::failure::WorkerError;
-use crate::replication::limits::fetch_queue_backoff;
 use crate::replication::lineage::{self, Continuity, TopicIds};
 use crate::replication::positions::{
     target_has_committed_records, watermark_client, LanePositions, ResumePosition,
@@ -66,13 +65,8 @@ impl LaneWorker {
         // session's init: a foreign record from there on is a takeover.
         self.known_position.set(Some(found.high_watermark - 1));
 
-        let mut source = settings.source.clone();
-        self.budget.bound_consumer(&mut source);
+        let mut source = self.budget.lane_consumer(&settings.source, partitions.len());
         malloc::fit_to_lane(partitions.len(), settings.layout.lanes());
-        if source.get("fetch.queue.backoff.ms").is_none() {
-            let backoff = fetch_queue_backoff(partitions.len());
-            source.set("fetch.queue.backoff.ms", backoff.as_millis().to_string());
-        }
         let stats = ClientStats::enable(
             &mut source,
             self.kafka_client("source"),
