@@ -116,6 +116,14 @@ pub const TOPICS_REFUSE_CREATE: &str = "topics::refuse-create";
 /// must catch it.
 pub const FLEET_SELECTION_UNSEEN: &str = "fleet::selection-unseen";
 
+/// A fault: the commit of the batch a stopping lane ends with fails as
+/// abortable, as one does when the target stops answering during a
+/// shutdown. Checked only once the lane was asked to stop. The lane must
+/// abort the transaction while the lane is still its own, or the target's
+/// `read_committed` readers of its partitions wait for the transaction
+/// timeout.
+pub const LANE_STOP_COMMIT_FAILS: &str = "lane::stop-commit-fails";
+
 /// Dies here (SIGABRT) if the `FAILPOINTS` environment variable arms the
 /// point named `$name` with `return` for this hit. Without the `failpoints`
 /// feature it only type-checks the name, so every build checks every point.

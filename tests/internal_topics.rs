@@ -201,8 +201,8 @@ fn a_progress_record_the_target_refuses_stops_the_run_naming_the_topic() {
         ],
     );
 
-    // A lane that fails while the run is already stopping leaves its
-    // transaction to the broker's timeout, kept short here.
+    // Short, so that a transaction the lane could not abort does not hold
+    // back the target's partitions for the tests after this one.
     let (code, output) = setup.run_to_exit(
         &topic,
         &["--transaction.timeout.ms", "5000"],

@@ -459,3 +459,85 @@ fn survives_blackhole(path: Path, duration: Duration) {
     assert_exact_copy(&bed.source, &bed.target, &topic);
     eprintln!("restarts: {:#?}", restarts(&output));
 }
+
+/// SIGTERM while the commit of the lane's last batch fails (fault point
+/// `lane::stop-commit-fails`, as when the target stops answering during a
+/// shutdown): the lane, still the instance's, aborts its transaction before
+/// the run ends. Left open, it would hold back every `read_committed`
+/// reader of the partitions it wrote until the transaction timeout (60 s
+/// here, eosmirror's default) — after a cutover's final stop, the
+/// consumers just moved to the target.
+#[cfg_attr(
+    not(feature = "failpoints"),
+    ignore = "needs --features eosmirror/failpoints"
+)]
+#[test]
+fn a_lane_stopped_while_its_commit_fails_aborts_its_transaction() {
+    let bed = bed();
+    let topic = bed.source.create_topic("stop-abort", 1);
+    let alias = unique_name("stop-abort");
+    let prefix = unique_name("stop-abort-txn");
+    let setup = MirrorSetup::new(&bed.source.bootstrap, &bed.target.bootstrap);
+    // A long commit interval: the batch's transaction stays open while the
+    // test looks, and when SIGTERM comes.
+    let mut mirror = setup.start_args_env(
+        &[
+            "--include",
+            &topic,
+            "--source.alias",
+            &alias,
+            "--transactional.id.prefix",
+            &prefix,
+            "--commit.interval.ms",
+            "20000",
+            "--refresh.interval.ms",
+            "1000",
+        ],
+        &[("FAILPOINTS", "lane::stop-commit-fails=return")],
+    );
+    mirror.wait_for_output(0, &["lane session started"], PATIENCE);
+    let records: Vec<TestRecord> = (0..5)
+        .map(|i| TestRecord::new(0, &format!("k{i}"), &format!("v{i}")))
+        .collect();
+    bed.source.produce(&topic, &records);
+    // The copies are in the target's log, in the open transaction.
+    mirror.wait_until(
+        PATIENCE,
+        Duration::from_millis(200),
+        || (bed.target.watermarks(&topic, 0).1 >= 5).then_some(()),
+        |output| format!("no copy reached the target:\n{}", tail(output, 30)),
+    );
+
+    mirror.signal(libc::SIGTERM);
+    let code = mirror.wait_exit(Duration::from_secs(90));
+    let output = mirror.output();
+    assert_eq!(code, 0, "exit code; output:\n{}", tail(&output, 40));
+    assert!(
+        output.contains("fault point lane::stop-commit-fails"),
+        "the fault never fired: the batch committed or was never open:\n{}",
+        tail(&output, 40)
+    );
+    assert!(
+        output.contains("aborted the transaction the lane ended with"),
+        "no abort logged:\n{}",
+        tail(&output, 40)
+    );
+
+    // A record written after the run ended is readable at once: no
+    // transaction of the lane holds the partition's last stable offset.
+    bed.target
+        .produce(&topic, &[TestRecord::new(0, "after", "the stop")]);
+    let started = Instant::now();
+    let committed = bed.target.read_all(&topic, Isolation::ReadCommitted);
+    let took = started.elapsed();
+    assert!(
+        took < Duration::from_secs(15),
+        "read_committed waited {took:?} for the lane's transaction"
+    );
+    let values: Vec<_> = committed.iter().map(|r| r.value.clone()).collect();
+    assert_eq!(
+        values,
+        vec![Some(b"the stop".to_vec())],
+        "committed records"
+    );
+}

@@ -627,6 +627,19 @@ impl Membership {
         Ok(list)
     }
 
+    /// Whether `lane` is this instance's, in one question to the
+    /// coordinator and whatever the stop flags say: for a lane ending with
+    /// a transaction open, whose abort must not touch a lane another
+    /// instance was given (invariant 4), nor wait out a rebalance.
+    pub fn confirm_once(&self, lane: Lane, position_end: i64) -> bool {
+        self.ownership.is_owned(lane)
+            && self
+                .fence_offsets(lane, position_end)
+                .and_then(|list| self.consumer().commit(&list, CommitMode::Sync))
+                .is_ok()
+            && self.ownership.is_owned(lane)
+    }
+
     /// Invariant 3: whether `lane` is this instance's, confirmed by the
     /// coordinator. Waits out rebalances (until `stop` is set), calling
     /// `retrying` after each refused attempt.

@@ -6,6 +6,7 @@
 //! transaction is carried out. Every call blocks: lanes run on threads of
 //! their own, so the async runtime never stalls on librdkafka.
 
+use std::cell::Cell;
 use std::time::{Duration, Instant};
 
 use rdkafka::config::ClientConfig;
@@ -83,6 +84,10 @@ pub struct TransactionalProducer {
     producer: BaseProducer<DeliveryLog>,
     /// Bound on each blocking call: past it the outcome counts as unknown.
     call_timeout: Duration,
+    /// Whether a transaction was begun and has not been committed or
+    /// aborted: a lane that ends with one open aborts it while the lane is
+    /// still its own, or the target's readers wait for its timeout.
+    open: Cell<bool>,
 }
 
 impl TransactionalProducer {
@@ -100,6 +105,7 @@ impl TransactionalProducer {
         Ok(TransactionalProducer {
             producer,
             call_timeout,
+            open: Cell::new(false),
         })
     }
 
@@ -147,7 +153,14 @@ impl TransactionalProducer {
     pub fn begin(&self) -> Result<(), TxnFailure> {
         self.producer
             .begin_transaction()
-            .map_err(|e| TxnFailure::from_kafka("begin_transaction", &e))
+            .map_err(|e| TxnFailure::from_kafka("begin_transaction", &e))?;
+        self.open.set(true);
+        Ok(())
+    }
+
+    /// Whether a transaction is open (begun, neither committed nor aborted).
+    pub fn in_transaction(&self) -> bool {
+        self.open.get()
     }
 
     /// Serves what the producer queued for the application (statistics,
@@ -247,6 +260,7 @@ impl TransactionalProducer {
                 .and_then(|()| self.producer.commit_transaction(self.call_timeout));
             match committed {
                 Ok(()) => {
+                    self.open.set(false);
                     self.producer.poll(Duration::ZERO);
                     return Ok(self.producer.context().drain());
                 }
@@ -288,12 +302,20 @@ impl TransactionalProducer {
     /// purged first and their reports served, so the abort never waits for
     /// deliveries that nobody polls for.
     pub fn abort(&self) -> Result<(), KafkaError> {
+        self.abort_within(self.call_timeout)
+    }
+
+    /// [`TransactionalProducer::abort`], waiting at most `limit` for the
+    /// target's answer.
+    pub fn abort_within(&self, limit: Duration) -> Result<(), KafkaError> {
         self.producer
             .purge(PurgeConfig::default().queue().inflight());
         // Past the wait the abort itself waits out what is left.
-        let _ = self.drain_in_flight(PURGE_WAIT);
+        let _ = self.drain_in_flight(PURGE_WAIT.min(limit));
         self.producer.context().drain();
-        self.producer.abort_transaction(self.call_timeout)
+        self.producer.abort_transaction(limit)?;
+        self.open.set(false);
+        Ok(())
     }
 
     /// Classifies a failed producer call. A call refused because the

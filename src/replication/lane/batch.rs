@@ -261,6 +261,15 @@ impl LaneSession<'_> {
         crash_point!(failpoints::LANE_AFTER_PROGRESS);
         self.fence()?;
         let fenced = Instant::now();
+        if self.worker.tenure.stop.load(Ordering::Relaxed)
+            && fault_armed(failpoints::LANE_STOP_COMMIT_FAILS)
+        {
+            return Err(TxnFailure {
+                disposition: Disposition::AbortBatch,
+                detail: format!("fault point {}", failpoints::LANE_STOP_COMMIT_FAILS),
+                slot: None,
+            });
+        }
         let reports = self.producer.commit()?;
         crash_point!(failpoints::LANE_AFTER_COMMIT);
         let cursors = &self.cursors;

@@ -136,6 +136,11 @@ fn call_timeout(settings: &WorkerSettings) -> Duration {
 /// transaction timeout.
 const METADATA_TIMEOUT: Duration = Duration::from_secs(15);
 
+/// Longest a lane that ends with a transaction open waits for its abort:
+/// short, as the run may be stopping (`--shutdown.timeout.ms`); past it the
+/// target ends the transaction at its timeout.
+const LEFT_OPEN_ABORT_WAIT: Duration = Duration::from_secs(10);
+
 /// Bounds of the wait between two sessions of a lane.
 const SESSION_BACKOFF_MIN: Duration = Duration::from_millis(100);
 const SESSION_BACKOFF_MAX: Duration = Duration::from_secs(10);

@@ -3,13 +3,16 @@
 //! (invariant 1 of `mod.rs`).
 
 use std::collections::HashMap;
+use std::sync::atomic::Ordering;
 
 use eosmirror_state::{Checkpoint, SourcePartition};
 use rdkafka::consumer::BaseConsumer;
 
 use super::cache_check::{check_cache, CacheCheck};
 use super::session::{Committed, Cursor, LaneSession};
-use super::{call_timeout, GapPolicy, LaneWorker, SessionEnd, METADATA_TIMEOUT};
+use super::{
+    call_timeout, GapPolicy, LaneWorker, SessionEnd, LEFT_OPEN_ABORT_WAIT, METADATA_TIMEOUT,
+};
 use crate::failpoints::{self, crash_point};
 use crate::malloc;
 use crate::metrics as m;
@@ -65,7 +68,9 @@ impl LaneWorker {
         // session's init: a foreign record from there on is a takeover.
         self.known_position.set(Some(found.high_watermark - 1));
 
-        let mut source = self.budget.lane_consumer(&settings.source, partitions.len());
+        let mut source = self
+            .budget
+            .lane_consumer(&settings.source, partitions.len());
         malloc::fit_to_lane(partitions.len(), settings.layout.lanes());
         let stats = ClientStats::enable(
             &mut source,
@@ -139,7 +144,37 @@ impl LaneWorker {
             cursors,
             version,
         );
-        session.run()
+        let end = session.run();
+        // No next session resolves the transaction (the lane stops, or
+        // the run ends): aborted here, or the target's read_committed
+        // readers of every partition it wrote wait for its timeout.
+        if session.producer.in_transaction()
+            && (end.is_err() || self.tenure.stop.load(Ordering::Relaxed))
+        {
+            self.abort_left_open(&session.producer);
+        }
+        end
+    }
+
+    /// Aborts the transaction a session ends with, only while the group
+    /// confirms the lane is this instance's (invariant 4: an abort can bump
+    /// the producer epoch), within [`LEFT_OPEN_ABORT_WAIT`].
+    fn abort_left_open(&self, producer: &TransactionalProducer) {
+        let lane = self.lane;
+        if !self
+            .tenure
+            .membership
+            .confirm_once(lane, self.position_end())
+        {
+            tracing::info!(%lane, "the lane ends with a transaction open and the fleet's group did not confirm it is this instance's: not aborted (the lane's next owner resolves it, or the target after the transaction timeout)");
+            return;
+        }
+        match producer.abort_within(LEFT_OPEN_ABORT_WAIT) {
+            Ok(()) => tracing::info!(%lane, "aborted the transaction the lane ended with"),
+            Err(e) => {
+                tracing::warn!(%lane, "aborting the transaction the lane ended with: {e} (the target ends it after the transaction timeout)")
+            }
+        }
     }
 
     /// The lane's partitions without the stopped ones, and their version.

@@ -266,6 +266,12 @@ impl<'w> LaneSession<'w> {
             };
             match failure.disposition {
                 Disposition::AbortBatch | Disposition::Retriable => {
+                    // No retry follows: the session's end aborts the
+                    // transaction while the lane is still this instance's.
+                    if self.worker.tenure.stop.load(Ordering::Relaxed) {
+                        tracing::warn!(%lane, detail = %failure.detail, "the lane's last batch failed while it was stopping; nothing of it is committed");
+                        return Ok(SessionEnd::Shutdown);
+                    }
                     m::lane_transaction_aborted(lane);
                     let wait = abort_backoff.next();
                     // An abort can bump the producer epoch (librdkafka does
@@ -332,14 +338,7 @@ impl<'w> LaneSession<'w> {
             Some(&Slot::Position { cursor }) => ("position", &topics.position, cursor),
             _ => return self.worker.fatal(failure.detail),
         };
-        // The run ends: an open transaction would hold back read_committed
-        // readers of every partition it wrote until it times out. Aborted
-        // only while the lane is this instance's (invariant 4).
-        if self.worker.owned() {
-            if let Err(e) = self.producer.abort() {
-                tracing::warn!(lane = %self.worker.lane, "abort_transaction: {e}");
-            }
-        }
+        // The run ends: the session's end aborts the transaction.
         self.worker.fatal(format!(
             "the target refused the {kind} record of {} for good, in {topic} [{}]: {}. Check that topic's max.message.bytes (at least 1 MB) and eosmirror's Write permission on it; the lane's copies were not committed",
             self.cursors[cursor].partition,
