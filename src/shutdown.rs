@@ -36,18 +36,32 @@ impl Shutdown {
         }
     }
 
-    /// Triggers shutdown on SIGTERM or SIGINT (Ctrl-C).
+    /// Triggers shutdown on SIGTERM or SIGINT (Ctrl-C). A second signal
+    /// ends the process at once, as the shell's 128 + signal: tokio keeps
+    /// the signals caught for the rest of the process, so without this a
+    /// stop waiting on an unanswering cluster could only be killed with
+    /// SIGKILL. Ending there is as safe as a kill: what was not committed
+    /// is resolved by the next start.
     pub fn listen_for_signals(&self) -> std::io::Result<()> {
         use tokio::signal::unix::{signal, SignalKind};
         let mut terminate = signal(SignalKind::terminate())?;
         let mut interrupt = signal(SignalKind::interrupt())?;
         let this = self.clone();
         tokio::spawn(async move {
-            tokio::select! {
-                _ = terminate.recv() => tracing::info!("SIGTERM received; shutting down"),
-                _ = interrupt.recv() => tracing::info!("SIGINT received; shutting down"),
+            let mut received = false;
+            loop {
+                let (name, code) = tokio::select! {
+                    _ = terminate.recv() => ("SIGTERM", 128 + libc::SIGTERM),
+                    _ = interrupt.recv() => ("SIGINT", 128 + libc::SIGINT),
+                };
+                if received {
+                    tracing::warn!("{name} received again; exiting now, before the stop finished (the next start resumes from what the target committed)");
+                    std::process::exit(code);
+                }
+                received = true;
+                tracing::info!("{name} received; shutting down (send it again to exit at once)");
+                this.trigger();
             }
-            this.trigger();
         });
         Ok(())
     }

@@ -475,38 +475,8 @@ fn survives_blackhole(path: Path, duration: Duration) {
 fn a_lane_stopped_while_its_commit_fails_aborts_its_transaction() {
     let bed = bed();
     let topic = bed.source.create_topic("stop-abort", 1);
-    let alias = unique_name("stop-abort");
-    let prefix = unique_name("stop-abort-txn");
-    let setup = MirrorSetup::new(&bed.source.bootstrap, &bed.target.bootstrap);
-    // A long commit interval: the batch's transaction stays open while the
-    // test looks, and when SIGTERM comes.
-    let mut mirror = setup.start_args_env(
-        &[
-            "--include",
-            &topic,
-            "--source.alias",
-            &alias,
-            "--transactional.id.prefix",
-            &prefix,
-            "--commit.interval.ms",
-            "20000",
-            "--refresh.interval.ms",
-            "1000",
-        ],
-        &[("FAILPOINTS", "lane::stop-commit-fails=return")],
-    );
-    mirror.wait_for_output(0, &["lane session started"], PATIENCE);
-    let records: Vec<TestRecord> = (0..5)
-        .map(|i| TestRecord::new(0, &format!("k{i}"), &format!("v{i}")))
-        .collect();
-    bed.source.produce(&topic, &records);
-    // The copies are in the target's log, in the open transaction.
-    mirror.wait_until(
-        PATIENCE,
-        Duration::from_millis(200),
-        || (bed.target.watermarks(&topic, 0).1 >= 5).then_some(()),
-        |output| format!("no copy reached the target:\n{}", tail(output, 30)),
-    );
+    let (_setup, mut mirror) =
+        start_with_an_open_transaction(&topic, &[("FAILPOINTS", "lane::stop-commit-fails=return")]);
 
     mirror.signal(libc::SIGTERM);
     let code = mirror.wait_exit(Duration::from_secs(90));
@@ -539,5 +509,71 @@ fn a_lane_stopped_while_its_commit_fails_aborts_its_transaction() {
         values,
         vec![Some(b"the stop".to_vec())],
         "committed records"
+    );
+}
+
+/// Starts eosmirror on one-partition `topic` with a 20 s commit interval,
+/// writes 5 records to the source and waits until their copies are in the
+/// target's log, in the lane's open transaction. The setup holds the run's
+/// files: keep it while the mirror runs.
+fn start_with_an_open_transaction(topic: &str, env: &[(&str, &str)]) -> (MirrorSetup, Mirror) {
+    let bed = bed();
+    let alias = unique_name("open-txn");
+    let prefix = unique_name("open-txn-txn");
+    let setup = MirrorSetup::new(&bed.source.bootstrap, &bed.target.bootstrap);
+    let mut mirror = setup.start_args_env(
+        &[
+            "--include",
+            topic,
+            "--source.alias",
+            &alias,
+            "--transactional.id.prefix",
+            &prefix,
+            "--commit.interval.ms",
+            "20000",
+            "--refresh.interval.ms",
+            "1000",
+        ],
+        env,
+    );
+    mirror.wait_for_output(0, &["lane session started"], PATIENCE);
+    let records: Vec<TestRecord> = (0..5)
+        .map(|i| TestRecord::new(0, &format!("k{i}"), &format!("v{i}")))
+        .collect();
+    bed.source.produce(topic, &records);
+    mirror.wait_until(
+        PATIENCE,
+        Duration::from_millis(200),
+        || (bed.target.watermarks(topic, 0).1 >= 5).then_some(()),
+        |output| format!("no copy reached the target:\n{}", tail(output, 30)),
+    );
+    (setup, mirror)
+}
+
+/// A second SIGTERM ends a stop that waits (here for a 20 s batch) at
+/// once, with 143 as a shell reports a process SIGTERM ended: an operator
+/// never needs SIGKILL to end eosmirror.
+#[test]
+fn a_second_sigterm_exits_at_once() {
+    let bed = bed();
+    let topic = bed.source.create_topic("second-signal", 1);
+    let (_setup, mut mirror) = start_with_an_open_transaction(&topic, &[]);
+    mirror.signal(libc::SIGTERM);
+    mirror.wait_for_output(0, &["SIGTERM received; shutting down"], PATIENCE);
+    let sent = Instant::now();
+    mirror.signal(libc::SIGTERM);
+    let code = mirror.wait_exit(Duration::from_secs(60));
+    let took = sent.elapsed();
+    let output = mirror.output();
+    assert_eq!(code, 143, "exit code; output:\n{}", tail(&output, 30));
+    assert!(
+        took < Duration::from_secs(5),
+        "exited {took:?} after the second SIGTERM; output:\n{}",
+        tail(&output, 30)
+    );
+    assert!(
+        output.contains("SIGTERM received again; exiting now"),
+        "{}",
+        tail(&output, 30)
     );
 }
