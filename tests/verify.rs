@@ -638,3 +638,79 @@ fn sequence_mode_last_counts_records_not_offsets() {
     assert_eq!(report["source_records"].as_u64(), Some(10), "{report}");
     assert_eq!(report["target_records"].as_u64(), Some(10), "{report}");
 }
+
+/// A compacted source topic whose cleaner ran after the copy, copied into a
+/// target topic that is not compacted: the target holds records the source
+/// no longer has. Each has a later record of its key on the source, so the
+/// copy is exact, and verify says how many records compaction removed on
+/// one side. (Each cluster's cleaner runs on its own schedule; verify and
+/// cutover must not call that a difference.)
+#[test]
+fn records_the_sources_cleaner_removed_after_the_copy_are_no_difference() {
+    let bed = bed();
+    let topic = unique_name("verify-compacted");
+    bed.source.create_topic_with(
+        &topic,
+        1,
+        &[
+            ("cleanup.policy", "compact"),
+            ("segment.ms", "100"),
+            ("min.cleanable.dirty.ratio", "0.01"),
+            ("min.compaction.lag.ms", "0"),
+        ],
+    );
+    bed.target
+        .create_topic_with(&topic, 1, &[("cleanup.policy", "delete")]);
+    let records: Vec<TestRecord> = (0..30)
+        .map(|i| TestRecord::new(0, &format!("k{}", i % 5), &format!("v{i}")))
+        .collect();
+    bed.source.produce(&topic, &records);
+    let setup = MirrorSetup::new(&bed.source.bootstrap, &bed.target.bootstrap);
+    let mut mirror = setup.start(&topic, &[]);
+    let copied = |want: usize| {
+        let topic = topic.clone();
+        move || (count_committed(&bed.target, &topic).values().sum::<usize>() >= want).then_some(())
+    };
+    mirror.wait_until(
+        Duration::from_secs(120),
+        Duration::from_millis(500),
+        copied(30),
+        |output| format!("the 30 records were not copied:\n{output}"),
+    );
+    // A record after segment.ms rolls the segment, which the source's
+    // cleaner then compacts (it runs every 15 s).
+    std::thread::sleep(Duration::from_millis(1200));
+    bed.source
+        .produce(&topic, &[TestRecord::new(0, "roll", "the segment")]);
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let kept = loop {
+        let kept = bed.source.read_all(&topic, Isolation::ReadCommitted).len();
+        if kept < 31 {
+            break kept;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the source's cleaner never compacted {topic}"
+        );
+        std::thread::sleep(Duration::from_secs(1));
+    };
+    mirror.wait_until(
+        Duration::from_secs(120),
+        Duration::from_millis(500),
+        copied(31),
+        |output| format!("the last record was not copied:\n{output}"),
+    );
+    assert_eq!(mirror.stop(Duration::from_secs(60)), 0);
+
+    let (code, report) = verify_json(&setup, &["--include", &topic]);
+    assert_eq!(anomalies(&report), vec![], "{report:#}");
+    assert_eq!(code, 0, "{report:#}");
+    assert_eq!(report["verdict"], "exact", "{report:#}");
+    let partition = &report["partitions"][0];
+    assert_eq!(partition["compacted_topic"], true, "{report:#}");
+    assert_eq!(
+        partition["removed_by_compaction"].as_u64(),
+        Some((31 - kept) as u64),
+        "{report:#}"
+    );
+}

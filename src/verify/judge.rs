@@ -17,6 +17,7 @@
 
 use std::collections::VecDeque;
 
+use super::compaction::{CompactionWatch, Log};
 use super::report::{Anomaly, Class, PartitionReport};
 use crate::offsets::mapping::OffsetMap;
 use crate::read::record::RecordImage;
@@ -71,6 +72,9 @@ struct Judge<'a, L: Lookups> {
     /// Target records no nearby source record explains: (offset, digest).
     /// Settled at the end by one scan of the source range.
     suspects: Vec<(i64, u64)>,
+    /// For a compacted topic: records missing from one side, until a later
+    /// record of their key there explains them.
+    compaction: Option<CompactionWatch>,
 }
 
 /// A source record and a different target record in its place.
@@ -85,7 +89,9 @@ struct Mismatch {
 }
 
 impl<'a, L: Lookups> Judge<'a, L> {
-    fn new(report: &'a mut PartitionReport, lookups: &'a mut L) -> Self {
+    /// `compacted`: records one side's cleaner removed are explained (see
+    /// [`CompactionWatch`]).
+    fn new(report: &'a mut PartitionReport, lookups: &'a mut L, compacted: bool) -> Self {
         Judge {
             report,
             lookups,
@@ -93,6 +99,16 @@ impl<'a, L: Lookups> Judge<'a, L> {
             recent: VecDeque::new(),
             mismatches: VecDeque::new(),
             suspects: Vec::new(),
+            compaction: compacted.then(CompactionWatch::default),
+        }
+    }
+
+    /// `record`, as the other side holds it, is not in `log` at `offset`:
+    /// `anomaly`, unless that log's cleaner removed it.
+    fn missing_from(&mut self, log: Log, record: &RecordImage, offset: i64, anomaly: Anomaly) {
+        match &mut self.compaction {
+            Some(watch) => watch.missing(log, record, offset, anomaly, self.report),
+            None => self.report.add(anomaly),
         }
     }
 
@@ -108,11 +124,17 @@ impl<'a, L: Lookups> Judge<'a, L> {
     fn seen_source(&mut self, record: &RecordImage) {
         self.report.source_records += 1;
         self.report.bytes += record.size();
+        if let Some(watch) = &mut self.compaction {
+            watch.seen(Log::Source, record, self.report);
+        }
     }
 
     fn seen_target(&mut self, record: &RecordImage) {
         self.report.target_records += 1;
         self.report.bytes += record.size();
+        if let Some(watch) = &mut self.compaction {
+            watch.seen(Log::Target, record, self.report);
+        }
     }
 
     fn remember(&mut self, source: &RecordImage) {
@@ -242,6 +264,9 @@ impl<'a, L: Lookups> Judge<'a, L> {
         while !self.mismatches.is_empty() {
             self.settle_oldest_mismatch();
         }
+        if let Some(watch) = &mut self.compaction {
+            watch.finish(self.report);
+        }
     }
 }
 
@@ -249,7 +274,9 @@ impl<'a, L: Lookups> Judge<'a, L> {
 ///
 /// `source` yields the committed source records of the range, `target` the
 /// committed target records of the range, both in offset order; the
-/// report's `source_range` bounds the final scan for suspects.
+/// report's `source_range` bounds the final scan for suspects, and its
+/// `compacted_topic` says whether one side's cleaner may explain a record
+/// the other holds.
 pub fn judge_mapped<L: Lookups>(
     source: Stream<'_, L::Error>,
     target: Stream<'_, L::Error>,
@@ -257,7 +284,8 @@ pub fn judge_mapped<L: Lookups>(
     lookups: &mut L,
     report: &mut PartitionReport,
 ) -> Result<(), L::Error> {
-    let mut judge = Judge::new(report, lookups);
+    let compacted = report.compacted_topic;
+    let mut judge = Judge::new(report, lookups, compacted);
     let mut s = source.next().transpose()?;
     let mut t = target.next().transpose()?;
     loop {
@@ -289,7 +317,13 @@ pub fn judge_mapped<L: Lookups>(
                     tgt => {
                         // The mapped place holds no committed record.
                         judge.seen_source(&src);
-                        judge.anomaly(Class::Missing, Some(src.offset), Some(expected));
+                        let missing = Anomaly {
+                            class: Class::Missing,
+                            source_offset: Some(src.offset),
+                            target_offset: Some(expected),
+                            fields: Vec::new(),
+                        };
+                        judge.missing_from(Log::Target, &src, expected, missing);
                         judge.remember(&src);
                         s = source.next().transpose()?;
                         t = tgt;
@@ -330,8 +364,16 @@ fn stray_mapped<L: Lookups>(
         Some(SourceLookup::Aborted(_)) => {
             judge.anomaly(Class::AbortedLeak, Some(claimed), Some(target.offset))
         }
+        // Not on the source (or not looked up): unexpected, unless the
+        // source's cleaner removed it.
         Some(SourceLookup::Absent) | None => {
-            judge.anomaly(Class::Unexpected, None, Some(target.offset))
+            let unexpected = Anomaly {
+                class: Class::Unexpected,
+                source_offset: None,
+                target_offset: Some(target.offset),
+                fields: Vec::new(),
+            };
+            judge.missing_from(Log::Source, target, claimed, unexpected);
         }
     }
     Ok(())
@@ -345,7 +387,7 @@ pub fn judge_sequence<L: Lookups>(
     lookups: &mut L,
     report: &mut PartitionReport,
 ) -> Result<(), L::Error> {
-    let mut judge = Judge::new(report, lookups);
+    let mut judge = Judge::new(report, lookups, false);
     let mut ahead_s: VecDeque<RecordImage> = VecDeque::new();
     // Target records and whether they were passed over by a reordering.
     let mut ahead_t: VecDeque<(RecordImage, bool)> = VecDeque::new();

@@ -19,6 +19,7 @@
 //! made after it are left out, or their copies, past the snapshot's end,
 //! would be reported missing.
 
+pub mod compaction;
 pub mod judge;
 pub mod lookups;
 pub mod plan;
@@ -26,7 +27,7 @@ pub mod progress_line;
 pub mod range;
 pub mod report;
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -190,6 +191,9 @@ pub fn verify(options: &VerifyOptions) -> anyhow::Result<Report> {
         }
     }
 
+    if matches!(options.pairing, Pairing::Mapped) {
+        mark_compacted_topics(&mut jobs, &source, &target);
+    }
     match options.pairing {
         Pairing::Mapped => plan_mapped_jobs(
             &mut jobs,
@@ -230,6 +234,37 @@ pub fn verify(options: &VerifyOptions) -> anyhow::Result<Report> {
         reports,
         started.elapsed().as_secs_f64(),
     ))
+}
+
+/// Marks the jobs of topics compacted on either cluster (see
+/// [`compaction`]). A topic whose policy a cluster does not tell (no
+/// DescribeConfigs permission) is judged strictly: records its cleaner
+/// removed would show as differences, and a warning says so.
+fn mark_compacted_topics(jobs: &mut [Job], source: &Side, target: &Side) {
+    let source_topics: BTreeSet<&str> = jobs.iter().map(|j| j.report.topic.as_str()).collect();
+    // A missing target topic already makes its partitions unverifiable.
+    let target_topics: BTreeSet<&str> = jobs
+        .iter()
+        .filter(|j| j.report.unverifiable.is_empty())
+        .map(|j| j.report.target_topic.as_str())
+        .collect();
+    let mut compacted = BTreeSet::new();
+    for (side, cluster, names) in [
+        (source, "source", source_topics),
+        (target, "target", target_topics),
+    ] {
+        let names: Vec<&str> = names.into_iter().collect();
+        let (found, unknown) = compaction::compacted_topics(&side.connection, cluster, &names);
+        for why in unknown {
+            tracing::warn!("verify: no cleanup.policy for {why}; judged as not compacted (records its cleaner removed would show as differences)");
+        }
+        compacted.extend(found.into_iter().map(|t| (cluster, t)));
+    }
+    for job in jobs {
+        let report = &mut job.report;
+        report.compacted_topic = compacted.contains(&("source", report.topic.clone()))
+            || compacted.contains(&("target", report.target_topic.clone()));
+    }
 }
 
 /// Reads the offset mapping and plans every partition (mapped mode).

@@ -98,7 +98,21 @@ pub struct PartitionReport {
     /// the verdict is "could not verify", whatever the tallies say.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub unverifiable: Vec<String>,
+    /// Whether the topic is compacted on either cluster: each cluster's
+    /// cleaner removes records on its own schedule, so a record one side
+    /// holds and the other does not is a difference only if that side
+    /// holds no later record with its key (or, for a tombstone, at all).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub compacted_topic: bool,
+    /// Records one side's cleaner removed (explained as above): not
+    /// differences, not compared.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub removed_by_compaction: u64,
     pub anomalies: BTreeMap<Class, Tally>,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 impl PartitionReport {
@@ -229,6 +243,13 @@ impl Report {
                     class.name(),
                     tally.count,
                     examples.join(", ")
+                );
+            }
+            if p.removed_by_compaction > 0 {
+                let _ = writeln!(
+                    out,
+                    "  removed by compaction on one side only: {} records, each with a later record of its key there (not compared)",
+                    p.removed_by_compaction
                 );
             }
             if let Some((from, to)) = p.not_yet_replicated {

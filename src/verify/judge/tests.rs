@@ -320,3 +320,87 @@ fn a_longer_source_is_missing_and_a_longer_target_unexpected_at_any_length() {
     assert_eq!(r.count(Class::Unexpected), n as u64 - 10);
     assert_eq!(r.target_records, n as u64);
 }
+
+/// Source of a compacted topic: committed records at offsets 0..n, key
+/// `k{o % 3}`, value `v{o}`; `tombstones` hold no value.
+fn keyed_source(n: i64, tombstones: &[i64]) -> FakeSource {
+    let mut s = FakeSource::default();
+    for o in 0..n {
+        let mut record = image(o, &format!("v{o}"));
+        record.key = Some(format!("k{}", o % 3).into_bytes());
+        if tombstones.contains(&o) {
+            record.value = None;
+        }
+        s.committed.insert(o, record);
+    }
+    s
+}
+
+/// `mapped` with the topic compacted (`compacted`) or not.
+fn mapped_compacted(
+    src: &mut FakeSource,
+    target: Vec<RecordImage>,
+    map: &OffsetMap,
+    compacted: bool,
+) -> PartitionReport {
+    let committed: Vec<_> = src.committed.values().cloned().collect();
+    let mut s = committed.into_iter().map(Ok);
+    let mut t = target.into_iter().map(Ok);
+    let mut r = PartitionReport {
+        source_range: (0, 10),
+        compacted_topic: compacted,
+        ..PartitionReport::default()
+    };
+    judge_mapped(&mut s, &mut t, map, src, &mut r).unwrap();
+    r
+}
+
+#[test]
+fn a_record_the_targets_cleaner_removed_is_no_difference_in_a_compacted_topic() {
+    let mut src = keyed_source(10, &[]);
+    let (target, map) = exact_copy(&src);
+    // Target offset 1 (key k1) is gone; k1 is at 4 and 7 on the target.
+    let cleaned: Vec<_> = target.iter().filter(|r| r.offset != 1).cloned().collect();
+    let r = mapped_compacted(&mut src, cleaned.clone(), &map, true);
+    assert_eq!(found(&r), vec![]);
+    assert_eq!(r.removed_by_compaction, 1);
+    // Not compacted: the same copy lost a record.
+    let r = mapped_compacted(&mut src, cleaned, &map, false);
+    assert_eq!(found(&r), vec![(Class::Missing, Some(1), Some(1))]);
+    // The last record of a key has nothing later to explain it: missing.
+    let lost: Vec<_> = target.iter().filter(|r| r.offset != 8).cloned().collect();
+    let r = mapped_compacted(&mut src, lost, &map, true);
+    assert_eq!(found(&r), vec![(Class::Missing, Some(8), Some(8))]);
+    assert_eq!(r.removed_by_compaction, 0);
+}
+
+#[test]
+fn a_record_the_sources_cleaner_removed_is_no_difference_in_a_compacted_topic() {
+    let full = keyed_source(10, &[]);
+    let (target, map) = exact_copy(&full);
+    // Source offset 2 (key k2) is gone after the copy; k2 is at 5 and 8.
+    let mut cleaned = keyed_source(10, &[]);
+    cleaned.committed.remove(&2);
+    let r = mapped_compacted(&mut cleaned, target.clone(), &map, true);
+    assert_eq!(found(&r), vec![]);
+    assert_eq!(r.removed_by_compaction, 1);
+    let r = mapped_compacted(&mut cleaned, target.clone(), &map, false);
+    assert_eq!(found(&r), vec![(Class::Unexpected, None, Some(2))]);
+    // Its key's last record gone from the source: unexpected on the target.
+    let mut lost = keyed_source(10, &[]);
+    lost.committed.remove(&8);
+    let r = mapped_compacted(&mut lost, target, &map, true);
+    assert_eq!(found(&r), vec![(Class::Unexpected, None, Some(8))]);
+}
+
+#[test]
+fn a_tombstone_the_cleaner_removed_needs_no_later_record() {
+    let mut src = keyed_source(10, &[9]);
+    let (target, map) = exact_copy(&src);
+    let cleaned: Vec<_> = target.iter().filter(|r| r.offset != 9).cloned().collect();
+    let r = mapped_compacted(&mut src, cleaned.clone(), &map, true);
+    assert_eq!(found(&r), vec![]);
+    assert_eq!(r.removed_by_compaction, 1);
+    let r = mapped_compacted(&mut src, cleaned, &map, false);
+    assert_eq!(found(&r), vec![(Class::Missing, Some(9), Some(9))]);
+}
