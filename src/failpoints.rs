@@ -82,6 +82,12 @@ pub const LANE_SOURCE_SILENT: &str = "lane::source-silent";
 /// the read has to go on.
 pub const READ_CONNECTION_LOST: &str = "read::connection-lost";
 
+/// A fault, armed with a side's name (`return(source)`): every poll of a
+/// range reader of that side reports all brokers down, as a cluster that
+/// went away after verify planned its reads. verify must give up on that
+/// side once, not wait the stall limit again for each partition.
+pub const READ_RANGE_SIDE_AWAY: &str = "read::range-side-away";
+
 /// A fault: `cutover` watches the source's producers 10 s longer between
 /// its two samples of the high watermarks, so that a test can begin a
 /// source transaction between them, where it is hard to hit.
@@ -92,6 +98,12 @@ pub const CUTOVER_SLOW_LOOK: &str = "cutover::slow-look";
 /// group past the copy meanwhile, as a producer and a consumer stopped
 /// late would.
 pub const CUTOVER_SLOW_GROUPS: &str = "cutover::slow-groups";
+
+/// A fault: a group-sync round waits 10 s after its records are flushed,
+/// before it commits the target groups, so that a test can stop the
+/// instance while a round is under way. The round must end before the
+/// instance leaves the fleet's group (and hands group sync to another).
+pub const GROUPS_SLOW_COMMIT: &str = "groups::slow-commit";
 
 /// A fault: discovery creates the target topics it found missing, and adds
 /// the partitions it found missing, 10 s after it read the target's

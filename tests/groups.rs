@@ -1000,6 +1000,60 @@ fn group_sync_moves_no_group_whose_record_the_target_refused() {
     mirror.kill();
 }
 
+/// SIGTERM while a group-sync round is under way (fault point
+/// `groups::slow-commit`: it waits 10 s before committing the target
+/// groups): the round ends, committing, before the instance leaves the
+/// fleet's group. (Before, the instance left at once and the process ended
+/// while the round waited: had another instance taken lane 0, and group
+/// sync with it, the round could have committed after that instance's
+/// newer rounds.)
+#[cfg_attr(
+    not(feature = "failpoints"),
+    ignore = "needs --features eosmirror/failpoints"
+)]
+#[test]
+fn a_group_sync_round_ends_before_the_instance_leaves_the_fleet() {
+    let bed = bed();
+    let topic = bed.source.create_topic("groups-stop-mid-round", 2);
+    let records: Vec<_> = (0..20).map(|i| record(i as i32 % 2, "r", i)).collect();
+    bed.source.produce(&topic, &records);
+    let group = unique_name("stop-mid-round");
+    bed.source
+        .commit_group(&group, &[(&topic, 0, 4), (&topic, 1, 6)]);
+
+    let setup = MirrorSetup::new(&bed.source.bootstrap, &bed.target.bootstrap);
+    let mut mirror = setup.start_env(
+        &topic,
+        &["--groups.sync", &group, "--groups.sync.interval.ms", "1000"],
+        &[("FAILPOINTS", "groups::slow-commit=return")],
+    );
+    wait_for_copy(
+        &bed.source,
+        &bed.target,
+        &topic,
+        Duration::from_secs(120),
+        &mut mirror,
+    );
+    let waiting = "fault point groups::slow-commit: waiting 10 s";
+    mirror.wait_for_output(0, &[waiting], Duration::from_secs(60));
+    mirror.signal(libc::SIGTERM);
+    let code = mirror.wait_exit(Duration::from_secs(90));
+    let output = mirror.output();
+    assert_eq!(code, 0, "{output}");
+    let committed = output
+        .find("fault point groups::slow-commit: committing the target groups now")
+        .unwrap_or_else(|| panic!("the round never went on to commit:\n{output}"));
+    let left = output
+        .find("the fleet's group took lanes from this instance")
+        .unwrap_or_else(|| panic!("the instance never left the fleet's group:\n{output}"));
+    assert!(
+        committed < left,
+        "the instance left the fleet's group before its round committed:\n{output}"
+    );
+    let moved = bed.target.group_offsets(&group, &topic, 2);
+    assert_eq!(moved.len(), 2, "the round's commit did not land: {moved:?}");
+}
+
 /// In a failover every group that can move moves: a group with consumers
 /// already on the target is named, with the exit code non-zero, and does
 /// not hold back the others.

@@ -286,6 +286,47 @@ fn a_recreated_target_topic_is_a_named_stop() {
     );
 }
 
+/// verify after a target topic recreated and copied over again with
+/// `--start.over`, while the new copy is still shorter than the old one:
+/// the old copy's progress records, past the new topic's end, are no part
+/// of the new history. (verify cut the history at the first of them and
+/// never read the new copy's records: "the target topic was deleted and
+/// created again", the very fix just applied, until the new copy outgrew
+/// the old one.)
+#[test]
+fn verify_reads_the_new_copy_of_a_target_topic_started_over() {
+    let bed = bed();
+    let setup = MirrorSetup::new(&bed.source.bootstrap, &bed.target.bootstrap);
+    let topic = bed.source.create_topic("started-over-verify", 1);
+    // The old copy: one transaction (and marker) per record, so it ends
+    // far past where one transaction of them all would.
+    let mut mirror = setup.start(&topic, &[]);
+    for i in 0..20 {
+        bed.source
+            .produce(&topic, &[TestRecord::new(0, &format!("k{i}"), "old")]);
+        wait_for_copy(&bed.source, &bed.target, &topic, COPY_LIMIT, &mut mirror);
+    }
+    assert_eq!(mirror.stop(EXIT_LIMIT), 0, "{}", mirror.output());
+    let (_, old_end) = bed.target.watermarks(&topic, 0);
+
+    bed.target.delete_topic(&topic);
+    let mut mirror = setup.start(&topic, &["--start.over", &topic]);
+    wait_for_copy(&bed.source, &bed.target, &topic, COPY_LIMIT, &mut mirror);
+    assert_eq!(mirror.stop(EXIT_LIMIT), 0, "{}", mirror.output());
+    let (_, new_end) = bed.target.watermarks(&topic, 0);
+    assert!(
+        new_end < old_end,
+        "the new copy ({new_end}) must be shorter than the old ({old_end}) for this test"
+    );
+
+    let (code, stdout, stderr) = setup.command("verify", &["--include", &topic]);
+    assert_eq!(code, 0, "verify:\n{stdout}\n{stderr}");
+    assert!(
+        stdout.contains("verdict: EXACT") && stdout.contains("20 source and 20 target records"),
+        "{stdout}"
+    );
+}
+
 /// A group's offsets on a source topic deleted and created again are the
 /// new topic's. Through the old copy's mapping they would become positions
 /// in the old copy that look exact: `translate`, group sync and failover

@@ -241,6 +241,53 @@ fn verify_gives_up_on_a_cluster_that_stays_away() {
     );
 }
 
+/// A cluster that goes away after verify planned its reads: the first
+/// partition read from it ends with the stall, and the partitions after it
+/// are not read from that side at all (each would wait the whole limit
+/// again: hours with 1,000s of partitions), exit 2.
+#[test]
+fn verify_gives_up_on_a_side_once_not_once_per_partition() {
+    let (topic, setup) = copied("verify-away-ranges", 4, 100);
+    let (code, stdout, stderr) = setup.command_env(
+        "verify",
+        &[
+            "--include",
+            &topic,
+            "--stall.timeout.ms",
+            "2000",
+            "--parallelism",
+            "1",
+            "--format",
+            "json",
+        ],
+        &[("FAILPOINTS", "read::range-side-away=return(source)")],
+    );
+    assert_eq!(code, 2, "{stdout}\n{stderr}");
+    let report: Value = serde_json::from_str(&stdout)
+        .unwrap_or_else(|e| panic!("verify printed no JSON report ({e}):\n{stdout}\n{stderr}"));
+    assert_eq!(report["verdict"], "could_not_verify", "{report}");
+    let reasons: Vec<String> = report["partitions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| {
+            p["unverifiable"][0]
+                .as_str()
+                .unwrap_or_default()
+                .to_string()
+        })
+        .collect();
+    let stalled = reasons
+        .iter()
+        .filter(|r| r.starts_with("reading stopped: ") && r.contains("no progress for 2s"))
+        .count();
+    let skipped = reasons
+        .iter()
+        .filter(|r| r.starts_with("not read: the source stopped answering"))
+        .count();
+    assert_eq!((stalled, skipped), (1, 3), "{reasons:#?}");
+}
+
 /// A source partition with every kind of offset gap: 10 plain records
 /// (offsets 0-9), an aborted transaction (10, 11, marker 12), a committed
 /// one (13, 14, marker 15).
@@ -392,6 +439,31 @@ fn a_dropped_record_is_missing() {
         },
         &[("missing", Some(4), None)],
         &[("missing", Some(4), None)],
+    );
+}
+
+/// A copier that began after the source's first records, its whole
+/// mapping kept: the records before its first copy were never copied.
+/// (verify read the source from the first copy on and found it exact.)
+#[test]
+fn records_before_the_first_copy_are_missing() {
+    check_damage(
+        |visible, _| {
+            exact(visible)
+                .into_iter()
+                .filter(|(s, _)| *s >= 3)
+                .collect()
+        },
+        &[
+            ("missing", Some(0), None),
+            ("missing", Some(1), None),
+            ("missing", Some(2), None),
+        ],
+        &[
+            ("missing", Some(0), None),
+            ("missing", Some(1), None),
+            ("missing", Some(2), None),
+        ],
     );
 }
 

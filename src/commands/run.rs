@@ -313,6 +313,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     };
     let state = Arc::new(state);
     let lanes = Arc::new(LaneOwnership::default());
+    let mut group_sync = None;
     if let Some(groups) = groups_sync {
         let sync = GroupSync {
             groups,
@@ -333,9 +334,18 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
             layout,
             health: Arc::clone(&health),
         };
-        tokio::spawn(sync.run(shutdown.clone()));
+        group_sync = Some(tokio::spawn(sync.run(shutdown.clone())));
     }
-    supervisor::run(supervisor_settings, workers, state, health, lanes, shutdown).await?;
+    supervisor::run(
+        supervisor_settings,
+        workers,
+        state,
+        health,
+        lanes,
+        shutdown,
+        group_sync,
+    )
+    .await?;
     tracing::info!("stopped cleanly");
     Ok(())
 }

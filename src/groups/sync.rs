@@ -25,7 +25,7 @@ use super::translation::TranslatedOffset;
 use super::TopicPartition;
 use crate::clusters::{Cluster, CONNECT_TIMEOUT};
 use crate::error_chain::one_line;
-use crate::failpoints::{self, crash_point};
+use crate::failpoints::{self, crash_point, fault_armed};
 use crate::health::Health;
 use crate::offsets::history::read_positions;
 use crate::offsets::topics_now::{topics_now, TopicsNow};
@@ -259,6 +259,12 @@ impl GroupSync {
             // group moves: failover applies them and refuses to rewind, so
             // a target group must never be ahead of its record.
             flush(&producer, &self.groups_topic)?;
+        }
+        if !commits.is_empty() && fault_armed(failpoints::GROUPS_SLOW_COMMIT) {
+            let point = failpoints::GROUPS_SLOW_COMMIT;
+            tracing::warn!("fault point {point}: waiting 10 s before committing the target groups");
+            std::thread::sleep(Duration::from_secs(10));
+            tracing::warn!("fault point {point}: committing the target groups now");
         }
         for (group, done) in target_admin.commit(&commits) {
             match done {

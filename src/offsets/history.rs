@@ -207,6 +207,9 @@ fn read_histories(
     let mut truncated = Truncated::new();
     let mut histories = Histories::new();
     let mut later = TargetEnds::new();
+    // The lineage of each partition's first record past the snapshot: a
+    // record of a newer lineage still replaces what was cut.
+    let mut cut_lineages: BTreeMap<(String, i32), Lineage> = BTreeMap::new();
     for (partition, low, high) in holding(ranges, wanted) {
         let keys = wanted
             .iter()
@@ -232,14 +235,27 @@ fn read_histories(
         }
         for_each_record(target, progress_topic, partition, start, high, |record| {
             let key = (record.source.topic.clone(), record.source.partition);
-            if !wanted.contains(&key) || later.contains_key(&key) {
+            if !wanted.contains(&key) {
                 return;
+            }
+            if let Some(cut) = cut_lineages.get(&key) {
+                if *cut == record.lineage {
+                    return;
+                }
+                // The target topic was recreated and copied over again
+                // (`--start.over`): the older copy's records, past the new
+                // topic's end, are no part of the newer history.
+                cut_lineages.remove(&key);
+                later.remove(&key);
+                histories.remove(&key);
             }
             if let Some(&end) = as_of.and_then(|ends| ends.get(&key)) {
                 if record.next_target_offset > end {
-                    // Commit order: every later record is past the end too.
+                    // Commit order: every later record of this lineage is
+                    // past the end too.
                     let first_copy = record.runs.iter().map(|r| r.target_start).min();
-                    later.insert(key, first_copy.unwrap_or(end).min(end));
+                    later.insert(key.clone(), first_copy.unwrap_or(end).min(end));
+                    cut_lineages.insert(key, record.lineage.clone());
                     return;
                 }
             }

@@ -130,14 +130,22 @@ impl<'a> TailSearch<'a> {
             };
             let coverage = self.partitions.get_mut(&key).expect("a wanted partition");
             for record in records.iter().rev() {
+                // An older lineage (the topic recreated since) is no part of
+                // the newest one's history, past the snapshot's end or not.
+                if coverage
+                    .lineage
+                    .as_ref()
+                    .is_some_and(|newest| *newest != record.lineage)
+                {
+                    coverage.covered = true;
+                    break;
+                }
                 if end.is_some_and(|end| record.next_target_offset > end) {
                     continue;
                 }
-                match &coverage.lineage {
-                    None => coverage.lineage = Some(record.lineage.clone()),
-                    Some(newest) if *newest != record.lineage => coverage.covered = true,
-                    Some(_) => {}
-                }
+                coverage
+                    .lineage
+                    .get_or_insert_with(|| record.lineage.clone());
                 // `record` is where the copies ended before the newer
                 // commits seen (its runs and older ones end at or before
                 // its `copies_end`): do they cover the range?
@@ -265,6 +273,24 @@ mod tests {
         assert!(!search.covered());
         search.older_chunk(records[4..5].to_vec());
         assert!(search.covered());
+    }
+
+    #[test]
+    fn an_older_lineage_past_the_snapshot_ends_the_search() {
+        // The target topic was recreated and copied over again: the new
+        // copy (lineage 1, target [0, 22)) is shorter than the old one
+        // (lineage 0, target up to 110), whose records lie past its end.
+        let needed = Needed::Last(1_000);
+        let ends = [(key(), 22)].into();
+        let mut search = TailSearch::new(&needed, Some(&ends), [key()]);
+        let mut old = history();
+        for r in &mut old {
+            r.lineage = lineage(0);
+        }
+        search.older_chunk(history()[..2].to_vec());
+        assert!(!search.covered());
+        search.older_chunk(old[9..].to_vec());
+        assert!(search.covered(), "read on into the old copy's history");
     }
 
     #[test]

@@ -17,6 +17,7 @@ use rdkafka::{Offset, TopicPartitionList};
 pub mod record;
 mod stall;
 
+use crate::failpoints::{self, fault_argument, fault_armed};
 use crate::replication::throttle::Throttle;
 use crate::replication::watermarks::{self, Watermarks, WatermarksError};
 use crate::topics::identity::{TopicId, TopicIdRequest};
@@ -634,7 +635,14 @@ impl RangeReader {
                 throttle.wait_ready(self.side.stall_limit, &AtomicBool::new(false));
             }
             let consumer = Self::client(&self.consumer);
-            match self.stall.poll(consumer, POLL_INTERVAL) {
+            let fault = fault_argument(failpoints::READ_RANGE_SIDE_AWAY)
+                .is_some_and(|side| side == self.side.name)
+                .then_some(failpoints::READ_RANGE_SIDE_AWAY)
+                .or_else(|| {
+                    fault_armed(failpoints::READ_CONNECTION_LOST)
+                        .then_some(failpoints::READ_CONNECTION_LOST)
+                });
+            match self.stall.poll_or_fault(consumer, POLL_INTERVAL, fault) {
                 // A reused client may still hand out a record fetched for
                 // its previous range; this range's records come in order.
                 Some(Ok(message))

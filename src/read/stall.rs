@@ -53,11 +53,21 @@ impl StallWatch {
         consumer: &'c BaseConsumer,
         wait: Duration,
     ) -> Option<KafkaResult<BorrowedMessage<'c>>> {
-        let polled = if fault_armed(failpoints::READ_CONNECTION_LOST) {
-            tracing::warn!(
-                "fault point {}: the reader's poll reports all brokers down",
-                failpoints::READ_CONNECTION_LOST
-            );
+        let fault = fault_armed(failpoints::READ_CONNECTION_LOST)
+            .then_some(failpoints::READ_CONNECTION_LOST);
+        self.poll_or_fault(consumer, wait, fault)
+    }
+
+    /// [`StallWatch::poll`], or with `fault` (a fault point's name) the
+    /// poll of a cluster whose brokers are all down.
+    pub fn poll_or_fault<'c>(
+        &mut self,
+        consumer: &'c BaseConsumer,
+        wait: Duration,
+        fault: Option<&'static str>,
+    ) -> Option<KafkaResult<BorrowedMessage<'c>>> {
+        let polled = if let Some(fault) = fault {
+            tracing::warn!("fault point {fault}: the reader's poll reports all brokers down");
             // As long as the poll would have waited: a reader that keeps
             // hitting the point logs a line per wait, not a line per spin.
             std::thread::sleep(wait);
@@ -97,6 +107,16 @@ impl StallWatch {
 /// suffix of a stall message: nothing, or " (the client's last error: …)".
 #[derive(Debug, Default)]
 pub struct Recovering(Option<Box<KafkaError>>);
+
+impl Recovering {
+    /// Whether the client last saw every broker of the cluster down: not a
+    /// partition's trouble (a leader being elected, a transaction held
+    /// open) but the cluster's.
+    pub fn all_brokers_down(&self) -> bool {
+        self.0.as_ref().and_then(|e| e.rdkafka_error_code())
+            == Some(RDKafkaErrorCode::AllBrokersDown)
+    }
+}
 
 impl std::fmt::Display for Recovering {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

@@ -98,6 +98,8 @@ pub enum RunError {
 /// Runs replication until shutdown is requested, a lane fails for good, or
 /// every partition is stopped by an error of its own. A run that stopped
 /// partitions ends with an error naming them, even at a clean shutdown.
+/// `group_sync`, the group sync task if the run has one, ends before this
+/// instance leaves the fleet's group.
 pub async fn run(
     settings: SupervisorSettings,
     workers: Arc<WorkerSettings>,
@@ -105,6 +107,7 @@ pub async fn run(
     health: Arc<Health>,
     ownership: Arc<LaneOwnership>,
     shutdown: Shutdown,
+    group_sync: Option<tokio::task::JoinHandle<()>>,
 ) -> Result<(), RunError> {
     let (done_tx, mut done_rx) = mpsc::unbounded_channel();
     let layout = workers.layout;
@@ -391,6 +394,15 @@ pub async fn run(
                 ));
                 break;
             }
+        }
+    }
+    // A group sync round still running would commit target groups after
+    // lane 0 (and with it group sync) moved to another instance, undoing
+    // that instance's newer rounds: it ends before this one leaves.
+    if let Some(sync) = group_sync {
+        let remaining = deadline.saturating_duration_since(Instant::now());
+        if tokio::time::timeout(remaining, sync).await.is_err() {
+            tracing::warn!("a group sync round did not end within --shutdown.timeout.ms; leaving the fleet's group anyway");
         }
     }
     // Leaving the group hands this instance's lanes to the others at once,

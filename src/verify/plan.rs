@@ -88,7 +88,16 @@ pub fn plan_mapped(i: &PlanInputs<'_>) -> Plan {
                     (s, t)
                 } else {
                     unverifiable.extend(copies_deleted(s));
-                    (s, i.target.low)
+                    // With the whole history kept and the first copy still
+                    // on the target, the source is read from its start:
+                    // committed records before the first copy were never
+                    // copied (missing), whatever the mapping claims.
+                    let from = if !i.history_truncated && map.first_source() == Some(s) {
+                        s.min(i.source.low)
+                    } else {
+                        s
+                    };
+                    (from, i.target.low)
                 }
             }
             None => {
@@ -104,7 +113,14 @@ pub fn plan_mapped(i: &PlanInputs<'_>) -> Plan {
                 } else if let Some(p) = position {
                     unverifiable.extend(copies_deleted(p));
                 }
-                (position.unwrap_or(i.source.low), unmapped_to)
+                // Nothing ever copied, by the whole history: any committed
+                // source record is missing.
+                let from = if !i.history_truncated && map.first_source().is_none() {
+                    i.source.low
+                } else {
+                    position.unwrap_or(i.source.low)
+                };
+                (from, unmapped_to)
             }
         },
         Range::Since(_) | Range::Last(_) => {
@@ -338,10 +354,56 @@ mod tests {
             p.unverifiable
         );
         assert_eq!(p.target_from, 51);
-        // Without truncation, the unmapped records are judged (as unexpected).
+        // Without truncation, the unmapped records are judged: on the
+        // target as unexpected, on the source (never copied) as missing.
         let p = plan_mapped(&inputs(&m, Range::All));
         assert!(p.unverifiable.is_empty());
-        assert_eq!((p.source_from, p.target_from), (50, 0));
+        assert_eq!((p.source_from, p.target_from), (0, 0));
+    }
+
+    #[test]
+    fn a_copy_that_began_after_the_sources_start_is_read_from_the_start() {
+        // The whole history kept, and its first copy (source 50, at target
+        // 0) still on the target: source records [0, 50) were never copied.
+        let mut m = OffsetMap::default();
+        m.add(
+            &[OffsetRun {
+                source_start: 50,
+                target_start: 0,
+                len: 50,
+            }],
+            100,
+            51,
+        );
+        m.seal();
+        let p = plan_mapped(&PlanInputs {
+            target: Watermarks { low: 0, high: 51 },
+            ..inputs(&m, Range::All)
+        });
+        assert!(p.unverifiable.is_empty(), "{:?}", p.unverifiable);
+        assert_eq!((p.source_from, p.source_to), (0, 100));
+        assert_eq!((p.target_from, p.target_to), (0, 51));
+        // With the history truncated, what came before is not known.
+        let p = plan_mapped(&PlanInputs {
+            target: Watermarks { low: 0, high: 51 },
+            history_truncated: true,
+            ..inputs(&m, Range::All)
+        });
+        assert_eq!(p.source_from, 50);
+    }
+
+    #[test]
+    fn a_position_without_any_copy_is_read_from_the_sources_start() {
+        // The mapping says nothing was copied, yet the position is past
+        // committed records: they are missing.
+        let mut m = OffsetMap::default();
+        m.add(&[], 100, 0);
+        m.seal();
+        let p = plan_mapped(&PlanInputs {
+            target: Watermarks { low: 0, high: 0 },
+            ..inputs(&m, Range::All)
+        });
+        assert_eq!((p.source_from, p.source_to), (0, 100));
     }
 
     #[test]
