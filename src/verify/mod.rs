@@ -338,10 +338,20 @@ fn plan_mapped_jobs(
         let map = maps.remove(&key).unwrap_or_default();
         let since_offset = since_offsets.get(&key).copied().flatten();
         let truncated = history_truncated.contains(&key);
+        let mut marks = target_marks[&(r.target_topic.clone(), r.partition)];
+        if truncated {
+            // Where the mapping kept starts is judged against the target's
+            // first committed record, not its log start: a log that starts
+            // with transaction markers (a segment may) holds nothing there
+            // that an expired mapping leaves unjudged.
+            marks.low =
+                first_committed(target, &r.target_topic, r.partition, marks.low, marks.high)?
+                    .unwrap_or(marks.high);
+        }
         let plan = plan_mapped(&PlanInputs {
             range,
             source: source_marks,
-            target: target_marks[&(r.target_topic.clone(), r.partition)],
+            target: marks,
             map: &map,
             history_truncated: truncated,
             since_offset,
