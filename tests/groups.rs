@@ -1000,6 +1000,59 @@ fn group_sync_moves_no_group_whose_record_the_target_refused() {
     mirror.kill();
 }
 
+/// One group's record too large for the groups topic (its
+/// `max.message.bytes`, here a group with a very long name) leaves that
+/// group where it is, named, while the other groups move. (A refused
+/// record failed the whole round, so no group was synced any more.)
+#[test]
+fn a_refused_group_record_leaves_only_that_group_behind() {
+    let bed = bed();
+    let topic = bed.source.create_topic("groups-one-refused", 2);
+    let records: Vec<_> = (0..20).map(|i| record(i as i32 % 2, "r", i)).collect();
+    bed.source.produce(&topic, &records);
+    let prefix = unique_name("one-refused");
+    let small = format!("{prefix}-small");
+    let large = format!("{prefix}-{}", "x".repeat(4000));
+    for group in [&small, &large] {
+        bed.source
+            .commit_group(group, &[(&topic, 0, 4), (&topic, 1, 6)]);
+    }
+
+    let setup = MirrorSetup::new(&bed.source.bootstrap, &bed.target.bootstrap);
+    bed.target.create_topic_with(
+        &format!("__eosmirror.groups.{}", setup.alias),
+        1,
+        &[("cleanup.policy", "compact"), ("max.message.bytes", "2000")],
+    );
+    let pattern = format!("{prefix}-.*");
+    let mut mirror = setup.start(
+        &topic,
+        &[
+            "--groups.sync",
+            &pattern,
+            "--groups.sync.interval.ms",
+            "1000",
+        ],
+    );
+    mirror.wait_until(
+        Duration::from_secs(120),
+        Duration::from_millis(500),
+        || (bed.target.group_offsets(&small, &topic, 2).len() == 2).then_some(()),
+        |output| format!("the small group never moved:\n{}", tail(output, 40)),
+    );
+    mirror.wait_for_output(
+        0,
+        &["the target refused the group's record"],
+        Duration::from_secs(60),
+    );
+    assert!(
+        bed.target.group_offsets(&large, &topic, 2).is_empty(),
+        "the group whose record was refused moved without it:\n{}",
+        mirror.output()
+    );
+    mirror.kill();
+}
+
 /// SIGTERM while a group-sync round is under way (fault point
 /// `groups::slow-commit`: it waits 10 s before committing the target
 /// groups): the round ends, committing, before the instance leaves the

@@ -62,6 +62,12 @@ impl GroupsTopicRecord {
         format!("{GROUP_KEY_PREFIX}{group}").into_bytes()
     }
 
+    /// The group whose record `key` is (see [`GroupsTopicRecord::group_key`]).
+    pub fn group_of_key(key: &[u8]) -> Option<String> {
+        let key = std::str::from_utf8(key).ok()?;
+        key.strip_prefix(GROUP_KEY_PREFIX).map(str::to_string)
+    }
+
     pub fn encode(&self) -> Vec<u8> {
         encode_with_version(GROUPS_FORMAT_VERSION, self)
     }

@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 use eosmirror_state::{SourcePartition, StateStore};
 use rdkafka::client::ClientContext;
 use rdkafka::error::KafkaError;
+use rdkafka::message::Message;
 use rdkafka::producer::{BaseRecord, DeliveryResult, Producer, ProducerContext, ThreadedProducer};
 
 use super::admin::GroupAdmin;
@@ -133,6 +134,10 @@ impl GroupSync {
             .clone()
             .set("enable.idempotence", "true")
             .set("acks", "all")
+            // One record per batch: the target refuses a batch as a whole
+            // (a record over `max.message.bytes` would take the groups
+            // batched with it along), and a round sends a record per group.
+            .set("batch.num.messages", "1")
             .create_with_context(RefusedRecords::default())?;
         let observed_at_ms = crate::clock::unix_millis();
         let started = Instant::now();
@@ -183,20 +188,24 @@ impl GroupSync {
                     continue;
                 }
             };
+            let record = GroupsTopicRecord::Group(GroupOffsetsRecord {
+                group: group.clone(),
+                offsets: offsets
+                    .iter()
+                    .map(|((t, p), o)| (t.clone(), *p, *o))
+                    .collect(),
+                source_topic_ids: recorded_ids(&source_ids, offsets.keys().map(|(t, _)| t)),
+                observed_at_ms,
+            });
+            // A record refused at once (over the producer's
+            // message.max.bytes: a group of some 30,000 partitions) keeps
+            // that group where it is, not the others.
+            if let Err(e) = send(&producer, &self.groups_topic, &record) {
+                tracing::warn!(%group, "group sync: not synced this round: {}", one_line(&e));
+                unread.insert(group);
+                continue;
+            }
             observed.insert(group.clone());
-            send(
-                &producer,
-                &self.groups_topic,
-                &GroupsTopicRecord::Group(GroupOffsetsRecord {
-                    group: group.clone(),
-                    offsets: offsets
-                        .iter()
-                        .map(|((t, p), o)| (t.clone(), *p, *o))
-                        .collect(),
-                    source_topic_ids: recorded_ids(&source_ids, offsets.keys().map(|(t, _)| t)),
-                    observed_at_ms,
-                }),
-            )?;
             match self.translate_cached(&offsets, &topics_now) {
                 Ok(partial) => {
                     cached.insert(group, partial);
@@ -258,13 +267,21 @@ impl GroupSync {
             // The recorded source offsets are durable before any target
             // group moves: failover applies them and refuses to rewind, so
             // a target group must never be ahead of its record.
-            flush(&producer, &self.groups_topic)?;
+            let refused = flush(&producer, &self.groups_topic)?;
+            for group in refused_groups(refused, &self.groups_topic)? {
+                commits.remove(&group);
+            }
         }
         if !commits.is_empty() && fault_armed(failpoints::GROUPS_SLOW_COMMIT) {
             let point = failpoints::GROUPS_SLOW_COMMIT;
             tracing::warn!("fault point {point}: waiting 10 s before committing the target groups");
             std::thread::sleep(Duration::from_secs(10));
             tracing::warn!("fault point {point}: committing the target groups now");
+        }
+        // Lane 0, and group sync with it, may have moved while the round
+        // translated: the new owner's rounds are newer than this one.
+        if !commits.is_empty() && !self.lanes.is_owned(Lane(0)) {
+            anyhow::bail!("lane 0 moved to another instance during the round; its target groups are left to that instance's group sync");
         }
         for (group, done) in target_admin.commit(&commits) {
             match done {
@@ -292,7 +309,7 @@ impl GroupSync {
             &self.groups_topic,
             &self.source_ends(&partitions, &source_ids, observed_at_ms)?,
         )?;
-        flush(&producer, &self.groups_topic)?;
+        refused_groups(flush(&producer, &self.groups_topic)?, &self.groups_topic)?;
         let elapsed = started.elapsed();
         tracing::debug!(
             groups = synced,
@@ -558,12 +575,12 @@ fn send_tombstone(producer: &RecordProducer, topic: &str, group: &str) -> anyhow
 /// The groups topic's producer.
 type RecordProducer = ThreadedProducer<RefusedRecords>;
 
-/// The first record of the groups topic the target refused since the last
-/// flush: librdkafka's flush returns `Ok` once every record has an
-/// outcome, a refusal for good included (Write revoked, a smaller
-/// `max.message.bytes`).
+/// The records of the groups topic the target refused since the last
+/// [`flush`], by key, with why. librdkafka's flush returns `Ok` once every
+/// record has an outcome, a refusal included (a revoked Write, a record
+/// over the topic's `max.message.bytes`).
 #[derive(Default)]
-struct RefusedRecords(Mutex<Option<KafkaError>>);
+struct RefusedRecords(Mutex<BTreeMap<Vec<u8>, KafkaError>>);
 
 impl ClientContext for RefusedRecords {}
 
@@ -571,31 +588,49 @@ impl ProducerContext for RefusedRecords {
     type DeliveryOpaque = ();
 
     fn delivery(&self, result: &DeliveryResult<'_>, _: ()) {
-        if let Err((error, _)) = result {
-            let mut first = self.0.lock().expect("refused records poisoned");
-            first.get_or_insert_with(|| error.clone());
+        if let Err((error, message)) = result {
+            let key = message.key().unwrap_or_default().to_vec();
+            let mut refused = self.0.lock().expect("refused records poisoned");
+            refused.entry(key).or_insert_with(|| error.clone());
         }
     }
 }
 
-/// Waits until every record sent to the groups topic is written; one the
-/// target refused fails the round before any target group moves.
-fn flush(producer: &RecordProducer, topic: &str) -> anyhow::Result<()> {
+/// Waits until every record sent to the groups topic has an outcome;
+/// returns the refused ones by key.
+fn flush(producer: &RecordProducer, topic: &str) -> anyhow::Result<BTreeMap<Vec<u8>, KafkaError>> {
     producer
         .flush(Duration::from_secs(30))
         .map_err(|e| anyhow::anyhow!("recording group offsets in {topic}: {e}"))?;
-    let refused = producer
+    let mut refused = producer
         .context()
         .0
         .lock()
-        .expect("refused records poisoned")
-        .take();
-    match refused {
-        Some(e) => Err(anyhow::anyhow!(
-            "recording group offsets in {topic}: the target refused a record: {e}"
-        )),
-        None => Ok(()),
+        .expect("refused records poisoned");
+    Ok(std::mem::take(&mut *refused))
+}
+
+/// The groups whose own records are among `refused`: each is named and
+/// left where it is this round (its record is not durable, and a target
+/// group must never be ahead of its record), while the others move. Any
+/// other refused record (a tombstone, the source ends) fails the round.
+fn refused_groups(
+    refused: BTreeMap<Vec<u8>, KafkaError>,
+    topic: &str,
+) -> anyhow::Result<Vec<String>> {
+    let mut groups = Vec::new();
+    for (key, error) in refused {
+        match GroupsTopicRecord::group_of_key(&key) {
+            Some(group) => {
+                tracing::warn!(%group, "group sync: the target refused the group's record in {topic}: {error}; the group is not moved this round (raise the topic's max.message.bytes, or check eosmirror's Write permission on it)");
+                groups.push(group);
+            }
+            None => anyhow::bail!(
+                "recording group offsets in {topic}: the target refused a record: {error}"
+            ),
+        }
     }
+    Ok(groups)
 }
 
 #[cfg(test)]
