@@ -6,6 +6,9 @@ use std::sync::Arc;
 
 use tokio::sync::Notify;
 
+/// Signals this soon after the first count as the same request.
+const SAME_SIGNAL_WINDOW: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// A cloneable handle to the process-wide shutdown request.
 #[derive(Debug, Clone, Default)]
 pub struct Shutdown {
@@ -36,31 +39,40 @@ impl Shutdown {
         }
     }
 
-    /// Triggers shutdown on SIGTERM or SIGINT (Ctrl-C). A second signal
-    /// ends the process at once, as the shell's 128 + signal: tokio keeps
-    /// the signals caught for the rest of the process, so without this a
-    /// stop waiting on an unanswering cluster could only be killed with
-    /// SIGKILL. Ending there is as safe as a kill: what was not committed
-    /// is resolved by the next start.
+    /// Triggers shutdown on SIGTERM or SIGINT (Ctrl-C). Another signal, a
+    /// second or more after the first, ends the process at once, as the
+    /// shell's 128 + signal: tokio keeps the signals caught for the rest of
+    /// the process, so without this a stop waiting on an unanswering
+    /// cluster could only be killed with SIGKILL. Ending there is as safe as
+    /// a kill: what was not committed is resolved by the next start.
     pub fn listen_for_signals(&self) -> std::io::Result<()> {
         use tokio::signal::unix::{signal, SignalKind};
         let mut terminate = signal(SignalKind::terminate())?;
         let mut interrupt = signal(SignalKind::interrupt())?;
         let this = self.clone();
         tokio::spawn(async move {
-            let mut received = false;
+            let mut first: Option<std::time::Instant> = None;
             loop {
                 let (name, code) = tokio::select! {
                     _ = terminate.recv() => ("SIGTERM", 128 + libc::SIGTERM),
                     _ = interrupt.recv() => ("SIGINT", 128 + libc::SIGINT),
                 };
-                if received {
-                    tracing::warn!("{name} received again; exiting now, before the stop finished (the next start resumes from what the target committed)");
-                    std::process::exit(code);
+                match first {
+                    // One Ctrl-C can arrive twice (the terminal signals the
+                    // process group, a wrapper forwards it too).
+                    Some(at) if at.elapsed() < SAME_SIGNAL_WINDOW => {}
+                    Some(_) => {
+                        tracing::warn!("{name} received again; exiting now, before the stop finished (the next start resumes from what the target committed)");
+                        std::process::exit(code);
+                    }
+                    None => {
+                        first = Some(std::time::Instant::now());
+                        tracing::info!(
+                            "{name} received; shutting down (send it again to exit at once)"
+                        );
+                        this.trigger();
+                    }
                 }
-                received = true;
-                tracing::info!("{name} received; shutting down (send it again to exit at once)");
-                this.trigger();
             }
         });
         Ok(())

@@ -8,7 +8,7 @@
 //! key shows on that side; what nothing explains by the end of the range
 //! is reported as the difference it seemed.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::time::Duration;
 
@@ -19,9 +19,14 @@ use rdkafka::config::ClientConfig;
 use super::report::{Anomaly, PartitionReport};
 use crate::read::record::RecordImage;
 
-/// Records missing from one side held back per partition; beyond it they
-/// are reported at once, so memory stays bounded.
+/// Records missing from one side held back per partition; beyond it the
+/// partition is "could not verify", so memory stays bounded.
 const MAX_PENDING: usize = 10_000;
+
+/// Keys remembered per log and partition, to tell a tombstone the cleaner
+/// removed (no earlier record of its key is left) from a lost one; beyond
+/// it a missing tombstone of an unremembered key cannot be judged.
+const MAX_KEYS: usize = 200_000;
 
 /// The side of a copy a record is missing from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -42,17 +47,36 @@ struct Pending {
 /// waiting for a later record of their key on that side.
 #[derive(Default)]
 pub struct CompactionWatch {
-    /// By log (`Log as usize`), then key digest.
+    /// By log (`Log as usize`): whether that cluster compacts the topic.
+    /// Only its own cleaner can explain a record missing from a log.
+    compacted: [bool; 2],
+    /// By log, then key digest: records missing from that log.
     pending: [HashMap<u64, Vec<Pending>>; 2],
     held: usize,
+    /// By log: the keys met so far (up to [`MAX_KEYS`]).
+    keys: [HashSet<u64>; 2],
+    keys_full: [bool; 2],
+    /// Why part of the partition could not be judged, if it could not.
+    unjudged: Option<String>,
 }
 
 impl CompactionWatch {
+    /// A watch for a topic the source (`source`) and the target (`target`)
+    /// compact or not.
+    pub fn new(source: bool, target: bool) -> CompactionWatch {
+        CompactionWatch {
+            compacted: [source, target],
+            ..CompactionWatch::default()
+        }
+    }
+
     /// `record` (as the other side holds it) is missing from `log`, where
-    /// it would be at `offset`; `anomaly` is what it is unless a later
-    /// record of its key shows there. A keyless record was never compacted
-    /// (brokers refuse them in compacted topics); a tombstone needs no
-    /// later record (the cleaner removes it after `delete.retention.ms`).
+    /// it would be at `offset`; `anomaly` is what it is unless that log's
+    /// cleaner removed it: a later record of its key shows there, or, for a
+    /// tombstone (removed after `delete.retention.ms`, once the cleaner has
+    /// removed the key's earlier records), no earlier record of its key was
+    /// met there. A keyless record is never compacted (brokers refuse them
+    /// in compacted topics).
     pub fn missing(
         &mut self,
         log: Log,
@@ -61,21 +85,34 @@ impl CompactionWatch {
         anomaly: Anomaly,
         report: &mut PartitionReport,
     ) {
-        let Some(key) = &record.key else {
+        let Some(key) = record
+            .key
+            .as_deref()
+            .filter(|_| self.compacted[log as usize])
+        else {
             report.add(anomaly);
             return;
         };
+        let key = digest(key);
         if record.value.is_none() {
-            report.removed_by_compaction += 1;
+            if self.keys[log as usize].contains(&key) {
+                report.add(anomaly);
+            } else if self.keys_full[log as usize] {
+                self.unjudged.get_or_insert_with(|| format!("a tombstone missing from the {} (at offset {offset} there) could not be judged: the partition holds more than {MAX_KEYS} keys, too many to remember whether an earlier record of its key is still there; verify a shorter range with --last", log.name()));
+            } else {
+                // The key's earlier records missing there went with it.
+                let before = self.explain(log, key, offset);
+                report.removed_by_compaction += 1 + before as u64;
+            }
             return;
         }
         if self.held >= MAX_PENDING {
-            report.add(anomaly);
+            self.unjudged.get_or_insert_with(|| format!("more than {MAX_PENDING} records are missing from one side, too many to hold until a later record of their key explains them (compaction); verify a shorter range with --last"));
             return;
         }
         self.held += 1;
         self.pending[log as usize]
-            .entry(digest(key))
+            .entry(key)
             .or_default()
             .push(Pending { offset, anomaly });
     }
@@ -83,26 +120,41 @@ impl CompactionWatch {
     /// `record` is in `log`: the records of its key missing before it there
     /// were removed by that log's cleaner.
     pub fn seen(&mut self, log: Log, record: &RecordImage, report: &mut PartitionReport) {
-        if self.held == 0 {
+        if !self.compacted[log as usize] {
             return;
         }
         let Some(key) = &record.key else { return };
-        let by_key = &mut self.pending[log as usize];
         let key = digest(key);
+        let keys = &mut self.keys[log as usize];
+        if keys.len() < MAX_KEYS {
+            keys.insert(key);
+        } else if !keys.contains(&key) {
+            self.keys_full[log as usize] = true;
+        }
+        let explained = self.explain(log, key, record.offset);
+        report.removed_by_compaction += explained as u64;
+    }
+
+    /// Lets go of the records of `key` missing from `log` before `offset`
+    /// (a later record of the key is there, or its tombstone went too);
+    /// returns how many.
+    fn explain(&mut self, log: Log, key: u64, offset: i64) -> usize {
+        let by_key = &mut self.pending[log as usize];
         let Some(waiting) = by_key.get_mut(&key) else {
-            return;
+            return 0;
         };
         let before = waiting.len();
-        waiting.retain(|p| p.offset >= record.offset);
+        waiting.retain(|p| p.offset >= offset);
         let explained = before - waiting.len();
         if waiting.is_empty() {
             by_key.remove(&key);
         }
         self.held -= explained;
-        report.removed_by_compaction += explained as u64;
+        explained
     }
 
-    /// Reports every record nothing explained, in offset order per log.
+    /// Reports every record nothing explained, in offset order per log, and
+    /// what could not be judged.
     pub fn finish(&mut self, report: &mut PartitionReport) {
         for by_key in &mut self.pending {
             let mut left: Vec<Pending> = by_key.drain().flat_map(|(_, p)| p).collect();
@@ -112,6 +164,16 @@ impl CompactionWatch {
             }
         }
         self.held = 0;
+        report.unverifiable.extend(self.unjudged.take());
+    }
+}
+
+impl Log {
+    fn name(self) -> &'static str {
+        match self {
+            Log::Source => "source",
+            Log::Target => "target",
+        }
     }
 }
 
@@ -171,4 +233,36 @@ pub fn compacted_topics(
         }
     }
     (compacted, unknown)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::read::record::image;
+    use crate::verify::report::Class;
+
+    fn missing(offset: i64) -> Anomaly {
+        Anomaly {
+            class: Class::Missing,
+            source_offset: Some(offset),
+            target_offset: Some(offset),
+            fields: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn more_records_held_than_the_bound_make_the_partition_unverifiable() {
+        let mut watch = CompactionWatch::new(false, true);
+        let mut report = PartitionReport::default();
+        for offset in 0..=MAX_PENDING as i64 {
+            let mut record = image(offset, "v");
+            record.key = Some(offset.to_string().into_bytes());
+            watch.missing(Log::Target, &record, offset, missing(offset), &mut report);
+        }
+        watch.finish(&mut report);
+        assert_eq!(report.unverifiable.len(), 1, "{:?}", report.unverifiable);
+        assert!(report.unverifiable[0].contains("too many to hold"));
+        // What was held and never explained is still reported.
+        assert_eq!(report.count(Class::Missing), MAX_PENDING as u64);
+    }
 }

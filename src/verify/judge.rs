@@ -89,9 +89,13 @@ struct Mismatch {
 }
 
 impl<'a, L: Lookups> Judge<'a, L> {
-    /// `compacted`: records one side's cleaner removed are explained (see
-    /// [`CompactionWatch`]).
-    fn new(report: &'a mut PartitionReport, lookups: &'a mut L, compacted: bool) -> Self {
+    /// `compaction`: for a compacted topic, records one side's cleaner
+    /// removed are explained (see [`CompactionWatch`]).
+    fn new(
+        report: &'a mut PartitionReport,
+        lookups: &'a mut L,
+        compaction: Option<CompactionWatch>,
+    ) -> Self {
         Judge {
             report,
             lookups,
@@ -99,7 +103,7 @@ impl<'a, L: Lookups> Judge<'a, L> {
             recent: VecDeque::new(),
             mismatches: VecDeque::new(),
             suspects: Vec::new(),
-            compaction: compacted.then(CompactionWatch::default),
+            compaction,
         }
     }
 
@@ -275,8 +279,8 @@ impl<'a, L: Lookups> Judge<'a, L> {
 /// `source` yields the committed source records of the range, `target` the
 /// committed target records of the range, both in offset order; the
 /// report's `source_range` bounds the final scan for suspects, and its
-/// `compacted_topic` says whether one side's cleaner may explain a record
-/// the other holds.
+/// `compacted_on` says whose cleaner may explain a record the other side
+/// holds.
 pub fn judge_mapped<L: Lookups>(
     source: Stream<'_, L::Error>,
     target: Stream<'_, L::Error>,
@@ -284,8 +288,10 @@ pub fn judge_mapped<L: Lookups>(
     lookups: &mut L,
     report: &mut PartitionReport,
 ) -> Result<(), L::Error> {
-    let compacted = report.compacted_topic;
-    let mut judge = Judge::new(report, lookups, compacted);
+    let on = |cluster| report.compacted_on.contains(&cluster);
+    let compaction =
+        (!report.compacted_on.is_empty()).then(|| CompactionWatch::new(on("source"), on("target")));
+    let mut judge = Judge::new(report, lookups, compaction);
     let mut s = source.next().transpose()?;
     let mut t = target.next().transpose()?;
     loop {
@@ -387,7 +393,7 @@ pub fn judge_sequence<L: Lookups>(
     lookups: &mut L,
     report: &mut PartitionReport,
 ) -> Result<(), L::Error> {
-    let mut judge = Judge::new(report, lookups, false);
+    let mut judge = Judge::new(report, lookups, None);
     let mut ahead_s: VecDeque<RecordImage> = VecDeque::new();
     // Target records and whether they were passed over by a reordering.
     let mut ahead_t: VecDeque<(RecordImage, bool)> = VecDeque::new();

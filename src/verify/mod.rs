@@ -262,8 +262,11 @@ fn mark_compacted_topics(jobs: &mut [Job], source: &Side, target: &Side) {
     }
     for job in jobs {
         let report = &mut job.report;
-        report.compacted_topic = compacted.contains(&("source", report.topic.clone()))
-            || compacted.contains(&("target", report.target_topic.clone()));
+        for (cluster, topic) in [("source", &report.topic), ("target", &report.target_topic)] {
+            if compacted.contains(&(cluster, topic.clone())) {
+                report.compacted_on.push(cluster);
+            }
+        }
     }
 }
 

@@ -98,12 +98,13 @@ pub struct PartitionReport {
     /// the verdict is "could not verify", whatever the tallies say.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub unverifiable: Vec<String>,
-    /// Whether the topic is compacted on either cluster: each cluster's
-    /// cleaner removes records on its own schedule, so a record one side
-    /// holds and the other does not is a difference only if that side
-    /// holds no later record with its key (or, for a tombstone, at all).
-    #[serde(skip_serializing_if = "std::ops::Not::not")]
-    pub compacted_topic: bool,
+    /// The clusters ("source", "target") that compact the topic: each
+    /// cluster's cleaner removes records on its own schedule, so a record
+    /// missing from a compacting side is a difference only if that side
+    /// holds no later record of its key (for a tombstone: if it still holds
+    /// an earlier one).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub compacted_on: Vec<&'static str>,
     /// Records one side's cleaner removed (explained as above): not
     /// differences, not compared.
     #[serde(skip_serializing_if = "is_zero")]

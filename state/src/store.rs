@@ -303,15 +303,22 @@ impl StateStore {
         let value = codec::encode(checkpoint);
         // The partition's single writer is the caller: the stored runs to
         // drop, chosen here, are still the oldest inside the transaction.
-        let stored_runs = self.run_count(&key)?;
-        let excess = (stored_runs + runs.len() as u64).saturating_sub(MAX_RUNS_PER_PARTITION);
-        let dropped: Vec<sled::IVec> = self
+        let mut stored_runs = self.run_count(&key)?;
+        let mut excess = (stored_runs + runs.len() as u64).saturating_sub(MAX_RUNS_PER_PARTITION);
+        let mut dropped: Vec<sled::IVec> = self
             .runs
             .scan_prefix(&key)
             .keys()
             .take(excess.min(stored_runs) as usize)
             .collect::<Result<_, _>>()
             .map_err(|e| self.storage(e))?;
+        if (dropped.len() as u64) < excess.min(stored_runs) {
+            // The count was too high (a store a binary without counts
+            // reset): every stored run was just listed; count them.
+            stored_runs = dropped.len() as u64;
+            excess = (stored_runs + runs.len() as u64).saturating_sub(MAX_RUNS_PER_PARTITION);
+            dropped.truncate(excess.min(stored_runs) as usize);
+        }
         let skipped_new = ((excess - dropped.len() as u64) as usize).min(runs.len());
         let kept_runs = stored_runs - dropped.len() as u64 + (runs.len() - skipped_new) as u64;
         let run_entries: Vec<(Vec<u8>, Vec<u8>)> = runs[skipped_new..]

@@ -336,19 +336,19 @@ fn keyed_source(n: i64, tombstones: &[i64]) -> FakeSource {
     s
 }
 
-/// `mapped` with the topic compacted (`compacted`) or not.
+/// `mapped` with the topic compacted on the clusters named in `on`.
 fn mapped_compacted(
     src: &mut FakeSource,
     target: Vec<RecordImage>,
     map: &OffsetMap,
-    compacted: bool,
+    on: &[&'static str],
 ) -> PartitionReport {
     let committed: Vec<_> = src.committed.values().cloned().collect();
     let mut s = committed.into_iter().map(Ok);
     let mut t = target.into_iter().map(Ok);
     let mut r = PartitionReport {
         source_range: (0, 10),
-        compacted_topic: compacted,
+        compacted_on: on.to_vec(),
         ..PartitionReport::default()
     };
     judge_mapped(&mut s, &mut t, map, src, &mut r).unwrap();
@@ -361,15 +361,21 @@ fn a_record_the_targets_cleaner_removed_is_no_difference_in_a_compacted_topic() 
     let (target, map) = exact_copy(&src);
     // Target offset 1 (key k1) is gone; k1 is at 4 and 7 on the target.
     let cleaned: Vec<_> = target.iter().filter(|r| r.offset != 1).cloned().collect();
-    let r = mapped_compacted(&mut src, cleaned.clone(), &map, true);
+    let r = mapped_compacted(&mut src, cleaned.clone(), &map, &["target"]);
     assert_eq!(found(&r), vec![]);
     assert_eq!(r.removed_by_compaction, 1);
-    // Not compacted: the same copy lost a record.
-    let r = mapped_compacted(&mut src, cleaned, &map, false);
-    assert_eq!(found(&r), vec![(Class::Missing, Some(1), Some(1))]);
+    // Only the target's own cleaner explains a record missing from it.
+    for on in [&[][..], &["source"][..]] {
+        let r = mapped_compacted(&mut src, cleaned.clone(), &map, on);
+        assert_eq!(
+            found(&r),
+            vec![(Class::Missing, Some(1), Some(1))],
+            "{on:?}"
+        );
+    }
     // The last record of a key has nothing later to explain it: missing.
     let lost: Vec<_> = target.iter().filter(|r| r.offset != 8).cloned().collect();
-    let r = mapped_compacted(&mut src, lost, &map, true);
+    let r = mapped_compacted(&mut src, lost, &map, &["source", "target"]);
     assert_eq!(found(&r), vec![(Class::Missing, Some(8), Some(8))]);
     assert_eq!(r.removed_by_compaction, 0);
 }
@@ -381,26 +387,42 @@ fn a_record_the_sources_cleaner_removed_is_no_difference_in_a_compacted_topic() 
     // Source offset 2 (key k2) is gone after the copy; k2 is at 5 and 8.
     let mut cleaned = keyed_source(10, &[]);
     cleaned.committed.remove(&2);
-    let r = mapped_compacted(&mut cleaned, target.clone(), &map, true);
+    let r = mapped_compacted(&mut cleaned, target.clone(), &map, &["source"]);
     assert_eq!(found(&r), vec![]);
     assert_eq!(r.removed_by_compaction, 1);
-    let r = mapped_compacted(&mut cleaned, target.clone(), &map, false);
-    assert_eq!(found(&r), vec![(Class::Unexpected, None, Some(2))]);
+    for on in [&[][..], &["target"][..]] {
+        let r = mapped_compacted(&mut cleaned, target.clone(), &map, on);
+        assert_eq!(
+            found(&r),
+            vec![(Class::Unexpected, None, Some(2))],
+            "{on:?}"
+        );
+    }
     // Its key's last record gone from the source: unexpected on the target.
     let mut lost = keyed_source(10, &[]);
     lost.committed.remove(&8);
-    let r = mapped_compacted(&mut lost, target, &map, true);
+    let r = mapped_compacted(&mut lost, target, &map, &["source"]);
     assert_eq!(found(&r), vec![(Class::Unexpected, None, Some(8))]);
 }
 
 #[test]
-fn a_tombstone_the_cleaner_removed_needs_no_later_record() {
+fn a_tombstone_the_cleaner_removed_took_its_keys_earlier_records_with_it() {
+    // Key k0 at 0, 3, 6 and a tombstone at 9.
     let mut src = keyed_source(10, &[9]);
     let (target, map) = exact_copy(&src);
-    let cleaned: Vec<_> = target.iter().filter(|r| r.offset != 9).cloned().collect();
-    let r = mapped_compacted(&mut src, cleaned.clone(), &map, true);
+    // The target's cleaner removed all of k0: no difference.
+    let cleaned: Vec<_> = target
+        .iter()
+        .filter(|r| r.offset % 3 != 0)
+        .cloned()
+        .collect();
+    let r = mapped_compacted(&mut src, cleaned, &map, &["target"]);
     assert_eq!(found(&r), vec![]);
-    assert_eq!(r.removed_by_compaction, 1);
-    let r = mapped_compacted(&mut src, cleaned, &map, false);
+    assert_eq!(r.removed_by_compaction, 4);
+    // A tombstone missing while k0's earlier records are still there was
+    // never removed by a cleaner: the copy lost it (its key would live on).
+    let lost: Vec<_> = target.iter().filter(|r| r.offset != 9).cloned().collect();
+    let r = mapped_compacted(&mut src, lost, &map, &["target"]);
     assert_eq!(found(&r), vec![(Class::Missing, Some(9), Some(9))]);
+    assert_eq!(r.removed_by_compaction, 0);
 }

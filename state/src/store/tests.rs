@@ -779,3 +779,27 @@ fn a_reset_partition_counts_its_runs_from_zero() {
         Some(OffsetLookup::Exact(200))
     );
 }
+
+#[test]
+fn a_count_higher_than_the_runs_stored_is_corrected_not_trusted() {
+    let (_tmp, dir) = state_dir();
+    let orders = SourcePartition::new("orders", 0);
+    {
+        let (store, _) = open(&dir);
+        commit_transactions(&store, &orders, 0..3);
+        // As a binary without counts leaves it: runs reset, count kept.
+        store
+            .run_counts
+            .insert(orders.key(), &MAX_RUNS_PER_PARTITION.to_be_bytes())
+            .unwrap();
+        store.runs.clear().unwrap();
+    }
+    let (store, _) = open(&dir);
+    commit_transactions(&store, &orders, 3..5);
+    // Trusted, the count would have skipped the new runs.
+    assert_eq!(stored_runs(&store, &orders), 2);
+    assert_eq!(
+        store.translate(&orders, 8).unwrap(),
+        Some(OffsetLookup::Exact(8))
+    );
+}
