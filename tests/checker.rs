@@ -119,3 +119,35 @@ fn aborted_target_records_are_invisible() {
     .unwrap();
     assert_eq!(reports[0].first_difference, None);
 }
+
+/// A record dropped from the middle, a swapped pair, and a change of each
+/// field are each found at the first record they touch: the checker pairs
+/// the n-th committed records and compares everything of them.
+#[test]
+fn every_field_and_every_place_is_compared() {
+    let all = records(10);
+    let altered_at_5 = Some(Difference::Altered {
+        index: 5,
+        source_offset: 5,
+        target_offset: 5,
+    });
+    let mut dropped = all.clone();
+    dropped.remove(5);
+    let mut swapped = all.clone();
+    swapped.swap(5, 6);
+    let mut key = all.clone();
+    key[5].key = Some(b"another key".to_vec());
+    let mut value = all.clone();
+    value[5].value = None;
+    let mut timestamp = all.clone();
+    timestamp[5].timestamp = timestamp[5].timestamp.map(|t| t + 1);
+    for (change, target) in [
+        ("dropped", dropped),
+        ("swapped", swapped),
+        ("key", key),
+        ("value", value),
+        ("timestamp", timestamp),
+    ] {
+        assert_eq!(compare(&all, &target), altered_at_5, "{change}");
+    }
+}

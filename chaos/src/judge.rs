@@ -35,7 +35,7 @@
 //! has not caught up), which the runner treats as a failure once it has
 //! waited for the catch-up.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use serde::Serialize;
 
@@ -173,8 +173,14 @@ impl std::fmt::Display for Example {
     }
 }
 
-/// (partition, key) → the key sequence numbers the source's log holds.
-pub type SourceHeld = BTreeMap<(u32, u32), RangeSet>;
+/// What the source's log holds, of the partitions read.
+#[derive(Debug, Clone, Default)]
+pub struct SourceHeld {
+    /// The partitions read: a lost record of another partition stays lost.
+    pub partitions: BTreeSet<u32>,
+    /// (partition, key) → the key sequence numbers the log holds.
+    pub keys: BTreeMap<(u32, u32), RangeSet>,
+}
 
 /// Keeps `example` if fewer than [`EXAMPLES`] examples are kept.
 fn note<T>(examples: &mut Vec<T>, example: T) {
@@ -368,8 +374,8 @@ impl Judge {
             let unreplicated = missing.intersection(&tail);
             let mut lost = missing.difference(&tail);
             let mut absent = RangeSet::new();
-            if let Some(source) = source {
-                let held = source.get(&(p, key)).unwrap_or(&none);
+            if let Some(source) = source.filter(|s| s.partitions.contains(&p)) {
+                let held = source.keys.get(&(p, key)).unwrap_or(&none);
                 absent = lost.difference(held);
                 lost = lost.intersection(held);
             }
@@ -544,9 +550,11 @@ mod tests {
         let (gone, dropped) = (records[20].0.clone(), records[21].0.clone());
         c.drain(20..22);
         // The source's log holds everything but record 20.
-        let mut source = SourceHeld::new();
+        let mut source = SourceHeld::default();
+        source.partitions.insert(0);
         for (m, _) in records.iter().filter(|(m, _)| *m != gone) {
             source
+                .keys
                 .entry((m.partition, m.key))
                 .or_default()
                 .insert(m.kseq);
@@ -574,6 +582,26 @@ mod tests {
             v.absent_at_source[0].contains(&absent),
             "{:?}",
             v.absent_at_source
+        );
+    }
+
+    #[test]
+    fn a_lost_record_of_a_partition_not_read_at_the_source_stays_lost() {
+        let (records, ledger) = workload(50);
+        let mut c = copy(&records);
+        c.drain(20..22);
+        // The source read of another partition only (as after a gap, whose
+        // deletion took this partition's log): nothing here is excused.
+        let mut source = SourceHeld::default();
+        source.partitions.insert(1);
+        let v = judge_with_source(&c, &ledger, Some(&source));
+        only(
+            v.total,
+            Tally {
+                copied: 48,
+                lost: 2,
+                ..Tally::default()
+            },
         );
     }
 

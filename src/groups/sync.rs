@@ -13,7 +13,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use eosmirror_state::{SourcePartition, StateStore};
-use rdkafka::client::ClientContext;
+use rdkafka::admin::{AdminClient, AdminOptions, ResourceSpecifier};
+use rdkafka::client::{ClientContext, DefaultClientContext};
 use rdkafka::error::KafkaError;
 use rdkafka::message::Message;
 use rdkafka::producer::{BaseRecord, DeliveryResult, Producer, ProducerContext, ThreadedProducer};
@@ -128,17 +129,15 @@ impl GroupSync {
         let side = self.target.side(RECORDED_READ_KBYTES, CONNECT_TIMEOUT);
         recorded.catch_up(&side, &self.groups_topic)?;
         let partitions = replicated_partitions(&self.source, &self.target, Some(&self.topics))?;
-        let producer: RecordProducer = self
-            .target
-            .connection
-            .clone()
-            .set("enable.idempotence", "true")
-            .set("acks", "all")
-            // One record per batch: the target refuses a batch as a whole
-            // (a record over `max.message.bytes` would take the groups
-            // batched with it along), and a round sends a record per group.
-            .set("batch.num.messages", "1")
-            .create_with_context(RefusedRecords::default())?;
+        let mut config = self.target.connection.clone();
+        config.set("enable.idempotence", "true").set("acks", "all");
+        // The target refuses a batch as a whole: batches kept within the
+        // groups topic's max.message.bytes leave only a record over it to
+        // refuse, at send, and that record is its group's alone.
+        if let Some(limit) = self.groups_topic_limit() {
+            config.set("message.max.bytes", limit.max(1000).to_string());
+        }
+        let producer: RecordProducer = config.create_with_context(RefusedRecords::default())?;
         let observed_at_ms = crate::clock::unix_millis();
         let started = Instant::now();
         // The recorded groups are asked for their offsets too, listed or
@@ -174,6 +173,9 @@ impl GroupSync {
         let mut cached = BTreeMap::new();
         let mut observed = BTreeSet::new();
         let mut unread = BTreeSet::new();
+        // Groups whose record could not be sent, and groups removed.
+        let mut not_sent = BTreeSet::new();
+        let mut removed = BTreeSet::new();
         for (group, offsets) in committed {
             let offsets = match offsets {
                 Ok(o) if o.is_empty() => continue,
@@ -201,8 +203,9 @@ impl GroupSync {
             // message.max.bytes: a group of some 30,000 partitions) keeps
             // that group where it is, not the others.
             if let Err(e) = send(&producer, &self.groups_topic, &record) {
-                tracing::warn!(%group, "group sync: not synced this round: {}", one_line(&e));
-                unread.insert(group);
+                tracing::warn!(%group, "group sync: {}; the group is not moved this round", one_line(&e));
+                unread.insert(group.clone());
+                not_sent.insert(group);
                 continue;
             }
             observed.insert(group.clone());
@@ -217,6 +220,7 @@ impl GroupSync {
         }
         for group in gone(recorded.groups.keys(), &observed, &unread, &partitions) {
             send_tombstone(&producer, &self.groups_topic, group)?;
+            removed.insert(group.clone());
             last_applied.remove(group);
             crate::metrics::group_removed(group);
             tracing::info!(%group, "group sync: the group has no offsets of the replicated topics on the source any more (deleted, expired, or no longer matched by --groups.sync); its record is removed, so failover leaves it out");
@@ -263,14 +267,14 @@ impl GroupSync {
                 Err(e) => tracing::warn!("group sync: {e}"),
             }
         }
-        if !commits.is_empty() {
-            // The recorded source offsets are durable before any target
-            // group moves: failover applies them and refuses to rewind, so
-            // a target group must never be ahead of its record.
-            let refused = flush(&producer, &self.groups_topic)?;
-            for group in refused_groups(refused, &self.groups_topic)? {
-                commits.remove(&group);
-            }
+        // The recorded source offsets are durable before any target group
+        // moves: failover applies them and refuses to rewind, so a target
+        // group must never be ahead of its record.
+        let refused = flush(&producer, &self.groups_topic)?;
+        for group in refused_groups(refused, &removed, &self.groups_topic)? {
+            commits.remove(&group);
+            in_place.retain(|g| *g != group);
+            not_sent.insert(group);
         }
         if !commits.is_empty() && fault_armed(failpoints::GROUPS_SLOW_COMMIT) {
             let point = failpoints::GROUPS_SLOW_COMMIT;
@@ -300,7 +304,11 @@ impl GroupSync {
         }
         // A group never synced (its translation refused from the first
         // round, say) has an age too, or an alert on the age never fires.
-        for group in observed.iter().filter(|g| !last_applied.contains_key(*g)) {
+        for group in observed
+            .iter()
+            .chain(&not_sent)
+            .filter(|g| !last_applied.contains_key(*g))
+        {
             crate::metrics::group_translation_age(group, f64::INFINITY);
         }
         let synced = rereads.len();
@@ -309,7 +317,11 @@ impl GroupSync {
             &self.groups_topic,
             &self.source_ends(&partitions, &source_ids, observed_at_ms)?,
         )?;
-        refused_groups(flush(&producer, &self.groups_topic)?, &self.groups_topic)?;
+        refused_groups(
+            flush(&producer, &self.groups_topic)?,
+            &removed,
+            &self.groups_topic,
+        )?;
         let elapsed = started.elapsed();
         tracing::debug!(
             groups = synced,
@@ -323,6 +335,24 @@ impl GroupSync {
             );
         }
         Ok((last_applied, recorded))
+    }
+
+    /// The groups topic's `max.message.bytes`, if the target tells (one
+    /// DescribeConfigs request). Blocking; call from a blocking thread of
+    /// the runtime.
+    fn groups_topic_limit(&self) -> Option<usize> {
+        let admin: AdminClient<DefaultClientContext> = self.target.connection.create().ok()?;
+        let topic = ResourceSpecifier::Topic(&self.groups_topic);
+        let options = AdminOptions::new().request_timeout(Some(CONNECT_TIMEOUT));
+        let described = tokio::runtime::Handle::current()
+            .block_on(admin.describe_configs([&topic], &options))
+            .ok()?;
+        let config = described.into_iter().next()?.ok()?;
+        let entry = config
+            .entries
+            .iter()
+            .find(|e| e.name == "max.message.bytes")?;
+        entry.value.as_deref()?.parse().ok()
     }
 
     /// Whether the local cache holds `partition`'s current position and
@@ -613,14 +643,16 @@ fn flush(producer: &RecordProducer, topic: &str) -> anyhow::Result<BTreeMap<Vec<
 /// The groups whose own records are among `refused`: each is named and
 /// left where it is this round (its record is not durable, and a target
 /// group must never be ahead of its record), while the others move. Any
-/// other refused record (a tombstone, the source ends) fails the round.
+/// other refused record (the tombstone of a group in `removed`, the source
+/// ends) fails the round.
 fn refused_groups(
     refused: BTreeMap<Vec<u8>, KafkaError>,
+    removed: &BTreeSet<String>,
     topic: &str,
 ) -> anyhow::Result<Vec<String>> {
     let mut groups = Vec::new();
     for (key, error) in refused {
-        match GroupsTopicRecord::group_of_key(&key) {
+        match GroupsTopicRecord::group_of_key(&key).filter(|g| !removed.contains(g)) {
             Some(group) => {
                 tracing::warn!(%group, "group sync: the target refused the group's record in {topic}: {error}; the group is not moved this round (raise the topic's max.message.bytes, or check eosmirror's Write permission on it)");
                 groups.push(group);

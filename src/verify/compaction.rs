@@ -50,6 +50,9 @@ pub struct CompactionWatch {
     /// By log (`Log as usize`): whether that cluster compacts the topic.
     /// Only its own cleaner can explain a record missing from a log.
     compacted: [bool; 2],
+    /// By log: whether the range read starts at the log's start (no
+    /// record of a key can lie before it).
+    from_start: [bool; 2],
     /// By log, then key digest: records missing from that log.
     pending: [HashMap<u64, Vec<Pending>>; 2],
     held: usize,
@@ -61,11 +64,12 @@ pub struct CompactionWatch {
 }
 
 impl CompactionWatch {
-    /// A watch for a topic the source (`source`) and the target (`target`)
-    /// compact or not.
-    pub fn new(source: bool, target: bool) -> CompactionWatch {
+    /// A watch for a topic each log (source, target) compacts or not,
+    /// read from each log's start or not.
+    pub fn new(compacted: [bool; 2], from_start: [bool; 2]) -> CompactionWatch {
         CompactionWatch {
-            compacted: [source, target],
+            compacted,
+            from_start,
             ..CompactionWatch::default()
         }
     }
@@ -97,8 +101,10 @@ impl CompactionWatch {
         if record.value.is_none() {
             if self.keys[log as usize].contains(&key) {
                 report.add(anomaly);
+            } else if !self.from_start[log as usize] {
+                self.unjudged.get_or_insert_with(|| format!("a tombstone missing from the {} (at offset {offset} there) could not be judged: an earlier record of its key may lie before the range read; verify the whole partition (no --last or --since)", log.name()));
             } else if self.keys_full[log as usize] {
-                self.unjudged.get_or_insert_with(|| format!("a tombstone missing from the {} (at offset {offset} there) could not be judged: the partition holds more than {MAX_KEYS} keys, too many to remember whether an earlier record of its key is still there; verify a shorter range with --last", log.name()));
+                self.unjudged.get_or_insert_with(|| format!("a tombstone missing from the {} (at offset {offset} there) could not be judged: the partition holds more than {MAX_KEYS} keys, too many to remember whether an earlier record of its key is still there", log.name()));
             } else {
                 // The key's earlier records missing there went with it.
                 let before = self.explain(log, key, offset);
@@ -252,7 +258,7 @@ mod tests {
 
     #[test]
     fn more_records_held_than_the_bound_make_the_partition_unverifiable() {
-        let mut watch = CompactionWatch::new(false, true);
+        let mut watch = CompactionWatch::new([false, true], [true, true]);
         let mut report = PartitionReport::default();
         for offset in 0..=MAX_PENDING as i64 {
             let mut record = image(offset, "v");

@@ -289,8 +289,8 @@ pub fn judge_mapped<L: Lookups>(
     report: &mut PartitionReport,
 ) -> Result<(), L::Error> {
     let on = |cluster| report.compacted_on.contains(&cluster);
-    let compaction =
-        (!report.compacted_on.is_empty()).then(|| CompactionWatch::new(on("source"), on("target")));
+    let compaction = (!report.compacted_on.is_empty())
+        .then(|| CompactionWatch::new([on("source"), on("target")], report.from_log_start));
     let mut judge = Judge::new(report, lookups, compaction);
     let mut s = source.next().transpose()?;
     let mut t = target.next().transpose()?;

@@ -105,6 +105,11 @@ pub struct PartitionReport {
     /// an earlier one).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub compacted_on: Vec<&'static str>,
+    /// By side (source, target): whether the range read starts at that
+    /// log's start, so that no record of a key can lie before it (a missing
+    /// tombstone is judged by the key's earlier records).
+    #[serde(skip)]
+    pub from_log_start: [bool; 2],
     /// Records one side's cleaner removed (explained as above): not
     /// differences, not compared.
     #[serde(skip_serializing_if = "is_zero")]

@@ -349,6 +349,7 @@ fn mapped_compacted(
     let mut r = PartitionReport {
         source_range: (0, 10),
         compacted_on: on.to_vec(),
+        from_log_start: [true, true],
         ..PartitionReport::default()
     };
     judge_mapped(&mut s, &mut t, map, src, &mut r).unwrap();
@@ -425,4 +426,29 @@ fn a_tombstone_the_cleaner_removed_took_its_keys_earlier_records_with_it() {
     let r = mapped_compacted(&mut src, lost, &map, &["target"]);
     assert_eq!(found(&r), vec![(Class::Missing, Some(9), Some(9))]);
     assert_eq!(r.removed_by_compaction, 0);
+}
+
+#[test]
+fn a_missing_tombstone_is_not_judged_when_the_range_starts_after_the_logs_start() {
+    let mut src = keyed_source(10, &[9]);
+    let (target, map) = exact_copy(&src);
+    // Read from offset 1: k0's record at 0 lies before the range, so the
+    // tombstone's absence may be a loss or the cleaner's work.
+    let src_late: Vec<_> = src.committed.values().skip(1).cloned().collect();
+    let target_late: Vec<_> = target
+        .iter()
+        .filter(|r| r.offset != 0 && r.offset % 3 != 0)
+        .cloned()
+        .collect();
+    let mut s = src_late.into_iter().map(Ok);
+    let mut t = target_late.into_iter().map(Ok);
+    let mut r = PartitionReport {
+        source_range: (1, 10),
+        compacted_on: vec!["target"],
+        from_log_start: [false, false],
+        ..PartitionReport::default()
+    };
+    judge_mapped(&mut s, &mut t, &map, &mut src, &mut r).unwrap();
+    assert_eq!(r.unverifiable.len(), 1, "{:?}", r.unverifiable);
+    assert!(r.unverifiable[0].contains("before the range read"));
 }

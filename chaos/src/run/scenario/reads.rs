@@ -184,7 +184,10 @@ pub(super) fn source_held(
         tpl.add_partition_offset(topic, p, Offset::Beginning)?;
     }
     reader.assign(&tpl)?;
-    let mut held = SourceHeld::new();
+    let mut held = SourceHeld {
+        partitions: partitions.iter().map(|&p| p as u32).collect(),
+        ..SourceHeld::default()
+    };
     let mut open = partitions.clone();
     // A deadline that moves with every record: long partitions are fine,
     // a reader that stopped getting anything is not.
@@ -211,7 +214,8 @@ pub(super) fn source_held(
             Some(Ok(m)) => {
                 deadline = Instant::now() + Duration::from_secs(60);
                 if let Some(meta) = workload_meta(&m).filter(|meta| meta.run == run) {
-                    held.entry((meta.partition, meta.key))
+                    held.keys
+                        .entry((meta.partition, meta.key))
                         .or_default()
                         .insert(meta.kseq);
                 }
