@@ -945,6 +945,19 @@ fn group_sync_records_source_ends_past_a_partition_emptied_by_retention() {
     );
 }
 
+/// A new two-partition source topic of 20 records and a new group that
+/// consumed 4 and 6 of them, named from the prefixes.
+fn source_with_a_group(topic_prefix: &str, group_prefix: &str) -> (String, String) {
+    let bed = bed();
+    let topic = bed.source.create_topic(topic_prefix, 2);
+    let records: Vec<_> = (0..20).map(|i| record(i as i32 % 2, "r", i)).collect();
+    bed.source.produce(&topic, &records);
+    let group = unique_name(group_prefix);
+    bed.source
+        .commit_group(&group, &[(&topic, 0, 4), (&topic, 1, 6)]);
+    (topic, group)
+}
+
 /// Group sync records a group's source offsets on the target before it
 /// moves the target group, so failover, which never rewinds a group, finds
 /// a record at least as new. A record the target refuses (here the groups
@@ -953,12 +966,7 @@ fn group_sync_records_source_ends_past_a_partition_emptied_by_retention() {
 #[test]
 fn group_sync_moves_no_group_whose_record_the_target_refused() {
     let bed = bed();
-    let topic = bed.source.create_topic("groups-refused", 2);
-    let records: Vec<_> = (0..20).map(|i| record(i as i32 % 2, "r", i)).collect();
-    bed.source.produce(&topic, &records);
-    let group = unique_name("refused");
-    bed.source
-        .commit_group(&group, &[(&topic, 0, 4), (&topic, 1, 6)]);
+    let (topic, group) = source_with_a_group("groups-refused", "refused");
 
     let setup = MirrorSetup::new(&bed.source.bootstrap, &bed.target.bootstrap);
     bed.target.create_topic_with(
@@ -1067,12 +1075,7 @@ fn a_refused_group_record_leaves_only_that_group_behind() {
 #[test]
 fn a_group_sync_round_ends_before_the_instance_leaves_the_fleet() {
     let bed = bed();
-    let topic = bed.source.create_topic("groups-stop-mid-round", 2);
-    let records: Vec<_> = (0..20).map(|i| record(i as i32 % 2, "r", i)).collect();
-    bed.source.produce(&topic, &records);
-    let group = unique_name("stop-mid-round");
-    bed.source
-        .commit_group(&group, &[(&topic, 0, 4), (&topic, 1, 6)]);
+    let (topic, group) = source_with_a_group("groups-stop-mid-round", "stop-mid-round");
 
     let setup = MirrorSetup::new(&bed.source.bootstrap, &bed.target.bootstrap);
     let mut mirror = setup.start_env(

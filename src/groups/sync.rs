@@ -132,10 +132,12 @@ impl GroupSync {
         let mut config = self.target.connection.clone();
         config.set("enable.idempotence", "true").set("acks", "all");
         // The target refuses a batch as a whole: batches kept within the
-        // groups topic's max.message.bytes leave only a record over it to
-        // refuse, at send, and that record is its group's alone.
+        // groups topic's max.message.bytes (with a margin for how the two
+        // count a batch's framing) leave only a record over it to refuse,
+        // at send, and that record is its group's alone.
         if let Some(limit) = self.groups_topic_limit() {
-            config.set("message.max.bytes", limit.max(1000).to_string());
+            let within = limit.saturating_sub(limit / 100 + 256).max(1000);
+            config.set("message.max.bytes", within.to_string());
         }
         let producer: RecordProducer = config.create_with_context(RefusedRecords::default())?;
         let observed_at_ms = crate::clock::unix_millis();
