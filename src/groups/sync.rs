@@ -135,9 +135,19 @@ impl GroupSync {
         // groups topic's max.message.bytes (with a margin for how the two
         // count a batch's framing) leave only a record over it to refuse,
         // at send, and that record is its group's alone.
-        if let Some(limit) = self.groups_topic_limit() {
-            let within = limit.saturating_sub(limit / 100 + 256).max(1000);
-            config.set("message.max.bytes", within.to_string());
+        match self.groups_topic_limit() {
+            Some(limit) => {
+                // librdkafka takes 1000 to 1000000000.
+                let within = limit
+                    .saturating_sub(limit / 100 + 256)
+                    .clamp(1000, 1_000_000_000);
+                config.set("message.max.bytes", within.to_string());
+            }
+            // Unknown: one record per batch, so a refusal is still the
+            // refused record's group alone.
+            None => {
+                config.set("batch.num.messages", "1");
+            }
         }
         let producer: RecordProducer = config.create_with_context(RefusedRecords::default())?;
         let observed_at_ms = crate::clock::unix_millis();

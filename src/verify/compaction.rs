@@ -101,10 +101,17 @@ impl CompactionWatch {
         if record.value.is_none() {
             if self.keys[log as usize].contains(&key) {
                 report.add(anomaly);
-            } else if !self.from_start[log as usize] {
-                self.unjudged.get_or_insert_with(|| format!("a tombstone missing from the {} (at offset {offset} there) could not be judged: an earlier record of its key may lie before the range read; verify the whole partition (no --last or --since)", log.name()));
-            } else if self.keys_full[log as usize] {
-                self.unjudged.get_or_insert_with(|| format!("a tombstone missing from the {} (at offset {offset} there) could not be judged: the partition holds more than {MAX_KEYS} keys, too many to remember whether an earlier record of its key is still there", log.name()));
+            } else if !self.from_start[log as usize] || self.keys_full[log as usize] {
+                let why = if self.from_start[log as usize] {
+                    format!("the partition holds more than {MAX_KEYS} keys, too many to remember whether an earlier record of its key is still there")
+                } else {
+                    "an earlier record of its key may lie before the range read (a --last or --since range, or the history's expired start)".to_string()
+                };
+                self.unjudged.get_or_insert_with(|| {
+                    format!("a tombstone missing from the {} (at offset {offset} there) could not be judged: {why}", log.name())
+                });
+                // Neither are the key's earlier records missing there.
+                self.explain(log, key, offset);
             } else {
                 // The key's earlier records missing there went with it.
                 let before = self.explain(log, key, offset);

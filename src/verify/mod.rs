@@ -342,14 +342,19 @@ fn plan_mapped_jobs(
         let since_offset = since_offsets.get(&key).copied().flatten();
         let truncated = history_truncated.contains(&key);
         let mut marks = target_marks[&(r.target_topic.clone(), r.partition)];
-        if truncated {
+        if truncated && range == Range::All {
             // Where the mapping kept starts is judged against the target's
             // first committed record, not its log start: a log that starts
             // with transaction markers (a segment may) holds nothing there
             // that an expired mapping leaves unjudged.
-            marks.low =
-                first_committed(target, &r.target_topic, r.partition, marks.low, marks.high)?
-                    .unwrap_or(marks.high);
+            match first_committed(target, &r.target_topic, r.partition, marks.low, marks.high) {
+                Ok(first) => marks.low = first.unwrap_or(marks.high),
+                Err(e) => {
+                    r.unverifiable
+                        .push(format!("reading where the target's records start: {e}"));
+                    continue;
+                }
+            }
         }
         let plan = plan_mapped(&PlanInputs {
             range,
@@ -365,6 +370,10 @@ fn plan_mapped_jobs(
         });
         r.source_range = (plan.source_from, plan.source_to);
         r.target_range = (plan.target_from, plan.target_to);
+        r.from_log_start = [
+            plan.source_from <= source_marks.low,
+            plan.target_from <= marks.low,
+        ];
         r.unverifiable.extend(plan.unverifiable);
         if let Some(from) = plan.unreplicated_from {
             if let Some(first) =

@@ -451,4 +451,7 @@ fn a_missing_tombstone_is_not_judged_when_the_range_starts_after_the_logs_start(
     judge_mapped(&mut s, &mut t, &map, &mut src, &mut r).unwrap();
     assert_eq!(r.unverifiable.len(), 1, "{:?}", r.unverifiable);
     assert!(r.unverifiable[0].contains("before the range read"));
+    // Nor are k0's earlier records (3 and 6) called missing.
+    assert_eq!(found(&r), vec![]);
+    assert_eq!(r.removed_by_compaction, 0);
 }
