@@ -541,9 +541,9 @@ fn run_jobs(
 
 /// The first read of each side that made no progress for the stall limit
 /// while every broker of that side was down. Once one did, the partitions
-/// after it are not read from that side: each
-/// would wait the whole limit again (with 1,000 partitions, four at a time
-/// and the default 2 minutes, some 8 hours before verify gave up).
+/// after it are not read from that side: each would wait the whole limit
+/// again (with 1,000 partitions, four at a time and the default 2 minutes,
+/// some 8 hours before verify gave up).
 #[derive(Default)]
 struct StalledSides(Mutex<BTreeMap<&'static str, String>>);
 
