@@ -104,15 +104,6 @@ fn scenario(name: &str) {
     }
     assert_eq!(s.verdict.total.anomalies(), 0, "{text}");
     assert!(s.verdict.total.copied > 0, "nothing was copied:\n{text}");
-    // The transactional stream ran: aborted source transactions were
-    // written for the copy to leave out (about one in seven). Not where
-    // the scenario stops the workload after two seconds to hold one open.
-    if name != "open-source-transaction-at-cutover" {
-        assert!(
-            s.written.aborted_on_purpose > 0,
-            "the workload wrote no transaction aborted on purpose:\n{text}"
-        );
-    }
     assert!(!s.faults.is_empty(), "no fault was injected:\n{text}");
     assert!(
         s.faults.iter().all(|f| f.recovery_ms.is_some()),
