@@ -137,6 +137,12 @@ impl GroupAdmin {
         })
     }
 
+    /// The client, for a round's other requests to the same cluster (one
+    /// client per cluster per round).
+    pub fn client(&self) -> &AdminClient<DefaultClientContext> {
+        &self.client
+    }
+
     fn error(&self, group: &str, operation: Operation, source: KafkaError) -> GroupError {
         GroupError {
             cluster: self.cluster,

@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use eosmirror_state::{SourcePartition, StateStore};
-use rdkafka::admin::{AdminClient, AdminOptions, ResourceSpecifier};
+use rdkafka::admin::AdminClient;
 use rdkafka::client::{ClientContext, DefaultClientContext};
 use rdkafka::error::KafkaError;
 use rdkafka::message::Message;
@@ -37,6 +37,7 @@ use crate::replication::layout::{Lane, Layout};
 use crate::replication::membership::LaneOwnership;
 use crate::replication::progress::InternalTopics;
 use crate::shutdown::Shutdown;
+use crate::topics::configs::{describe_topics, setting};
 use crate::topics::filter::TopicFilter;
 use crate::topics::identity::TopicId;
 
@@ -129,13 +130,17 @@ impl GroupSync {
         let side = self.target.side(RECORDED_READ_KBYTES, CONNECT_TIMEOUT);
         recorded.catch_up(&side, &self.groups_topic)?;
         let partitions = replicated_partitions(&self.source, &self.target, Some(&self.topics))?;
+        // Every group's requests are in flight at once on one admin client
+        // per cluster: a round costs a few round trips, not a few per group.
+        let source_admin = GroupAdmin::new("source", &self.source.connection, CONNECT_TIMEOUT)?;
+        let target_admin = GroupAdmin::new("target", &self.target.connection, CONNECT_TIMEOUT)?;
         let mut config = self.target.connection.clone();
         config.set("enable.idempotence", "true").set("acks", "all");
         // The target refuses a batch as a whole: batches kept within the
         // groups topic's max.message.bytes (with a margin for how the two
         // count a batch's framing) leave only a record over it to refuse,
         // at send, and that record is its group's alone.
-        match self.groups_topic_limit() {
+        match self.groups_topic_limit(target_admin.client()) {
             Some(limit) => {
                 // librdkafka takes 1000 to 1000000000.
                 let within = limit
@@ -165,10 +170,6 @@ impl GroupSync {
             .collect::<BTreeSet<String>>()
             .into_iter()
             .collect();
-        // Every group's requests are in flight at once on one admin client
-        // per cluster: a round costs a few round trips, not a few per group.
-        let source_admin = GroupAdmin::new("source", &self.source.connection, CONNECT_TIMEOUT)?;
-        let target_admin = GroupAdmin::new("target", &self.target.connection, CONNECT_TIMEOUT)?;
         let committed = source_admin.committed(&names, &partitions);
         // Read after the offsets: a topic recreated in between gives the
         // offsets of the old topic the new id, which refuses them, never the
@@ -352,19 +353,12 @@ impl GroupSync {
     /// The groups topic's `max.message.bytes`, if the target tells (one
     /// DescribeConfigs request). Blocking; call from a blocking thread of
     /// the runtime.
-    fn groups_topic_limit(&self) -> Option<usize> {
-        let admin: AdminClient<DefaultClientContext> = self.target.connection.create().ok()?;
-        let topic = ResourceSpecifier::Topic(&self.groups_topic);
-        let options = AdminOptions::new().request_timeout(Some(CONNECT_TIMEOUT));
-        let described = tokio::runtime::Handle::current()
-            .block_on(admin.describe_configs([&topic], &options))
+    fn groups_topic_limit(&self, target: &AdminClient<DefaultClientContext>) -> Option<usize> {
+        let answers = tokio::runtime::Handle::current()
+            .block_on(describe_topics(target, &[&self.groups_topic]))
             .ok()?;
-        let config = described.into_iter().next()?.ok()?;
-        let entry = config
-            .entries
-            .iter()
-            .find(|e| e.name == "max.message.bytes")?;
-        entry.value.as_deref()?.parse().ok()
+        let (_, answer) = answers.into_iter().next()?;
+        setting(&answer.ok()?, "max.message.bytes")?.parse().ok()
     }
 
     /// Whether the local cache holds `partition`'s current position and

@@ -2,6 +2,7 @@
 
 pub mod acls;
 pub mod clients;
+pub mod configs;
 pub mod filter;
 pub mod identity;
 pub mod internal;

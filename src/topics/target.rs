@@ -12,8 +12,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use rdkafka::admin::{
-    AdminClient, AdminOptions, ConfigSource, NewPartitions, NewTopic, OwnedResourceSpecifier,
-    ResourceSpecifier, TopicReplication,
+    AdminClient, AdminOptions, ConfigSource, NewPartitions, NewTopic, TopicReplication,
 };
 use rdkafka::client::{Client, ClientContext, DefaultClientContext};
 use rdkafka::config::ClientConfig;
@@ -25,6 +24,7 @@ use rdkafka::types::RDKafkaErrorCode::{
 
 use eosmirror_state::SourcePartition;
 
+use super::configs::{describe_topics, setting};
 use super::filter::TopicFilter;
 use super::internal::{self, Finding, InternalKind, Needs, ToolConnection};
 use crate::failpoints::{self, fault_argument, fault_armed};
@@ -630,9 +630,7 @@ pub(crate) async fn source_topic_settings(
     source_admin: &AdminClient<DefaultClientContext>,
     topic: &str,
 ) -> Result<Vec<(String, String)>, TopicError> {
-    let options = AdminOptions::new().request_timeout(Some(Duration::from_secs(30)));
-    let results = source_admin
-        .describe_configs([&ResourceSpecifier::Topic(topic)], &options)
+    let answers = describe_topics(source_admin, &[topic])
         .await
         .map_err(|e| TopicError::Admin {
             operation: "describe configs",
@@ -641,8 +639,8 @@ pub(crate) async fn source_topic_settings(
             reason: e.to_string(),
         })?;
     let mut settings = Vec::new();
-    for result in results {
-        let resource = result.map_err(|code| TopicError::Admin {
+    for (_, answer) in answers {
+        let resource = answer.map_err(|code| TopicError::Admin {
             operation: "describe configs",
             topic: topic.to_string(),
             cluster: "source",
@@ -700,30 +698,17 @@ pub(crate) async fn timestamp_types(
         appending: Vec::new(),
         unchecked: Vec::new(),
     };
-    if topics.is_empty() {
-        return types;
-    }
-    let resources: Vec<ResourceSpecifier<'_>> =
-        topics.iter().map(|t| ResourceSpecifier::Topic(t)).collect();
-    let options = AdminOptions::new().request_timeout(Some(Duration::from_secs(30)));
-    let results = match target_admin
-        .describe_configs(resources.iter(), &options)
-        .await
-    {
-        Ok(results) => results,
+    let answers = match describe_topics(target_admin, &topics).await {
+        Ok(answers) => answers,
         Err(e) => {
             types.unchecked = topics.iter().map(|t| format!("{t}: {e}")).collect();
             return types;
         }
     };
-    // Results come in the order of the request.
-    for (topic, result) in topics.iter().zip(results) {
-        match result {
+    for (topic, answer) in answers {
+        match answer {
             Ok(resource) => {
-                if resource.entries.iter().any(|e| {
-                    e.name == "message.timestamp.type"
-                        && e.value.as_deref() == Some("LogAppendTime")
-                }) {
+                if setting(&resource, "message.timestamp.type") == Some("LogAppendTime") {
                     types.appending.push(topic.to_string());
                 }
             }
@@ -761,49 +746,28 @@ pub async fn check_existing(
     let describe_error = |topics: &str, code: Option<RDKafkaErrorCode>, reason: String| {
         describe_failure(topics, code, reason, needs.tools)
     };
-    let resources: Vec<ResourceSpecifier<'_>> = existing
-        .iter()
-        .map(|(_, name)| ResourceSpecifier::Topic(name))
-        .collect();
-    let options = AdminOptions::new().request_timeout(Some(Duration::from_secs(30)));
-    let results = target_admin
-        .describe_configs(resources.iter(), &options)
+    let topics: Vec<&str> = existing.iter().map(|(_, name)| *name).collect();
+    let answers = describe_topics(target_admin, &topics)
         .await
         .map_err(|e| describe_error(&names, e.rdkafka_error_code(), e.to_string()))?;
 
-    let mut settings: BTreeMap<String, BTreeMap<String, String>> = BTreeMap::new();
-    for result in results {
-        let resource =
-            result.map_err(|code| describe_error(&names, Some(code), code.to_string()))?;
-        let OwnedResourceSpecifier::Topic(name) = resource.specifier else {
-            continue;
-        };
-        let values = resource
+    let mut findings = Vec::new();
+    for ((kind, name), (_, answer)) in existing.into_iter().zip(answers) {
+        let resource = answer.map_err(|code| describe_error(name, Some(code), code.to_string()))?;
+        let settings: BTreeMap<String, String> = resource
             .entries
             .into_iter()
             .filter(|e| internal::CHECKED_SETTINGS.contains(&e.name.as_str()))
             .filter_map(|e| Some((e.name, e.value?)))
             .collect();
-        settings.insert(name, values);
-    }
-
-    let mut findings = Vec::new();
-    for (kind, name) in existing {
         let shape = target.topics[name];
-        let Some(settings) = settings.get(name) else {
-            return Err(describe_error(
-                name,
-                None,
-                "no answer for this topic".into(),
-            ));
-        };
         findings.extend(internal::check(
             &internal::ObservedTopic {
                 kind,
                 name,
                 partitions: shape.partitions,
                 replication_factor: shape.replication_factor,
-                settings,
+                settings: &settings,
             },
             needs,
         ));

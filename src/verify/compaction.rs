@@ -10,14 +10,14 @@
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::hash::{DefaultHasher, Hash, Hasher};
-use std::time::Duration;
 
-use rdkafka::admin::{AdminClient, AdminOptions, ResourceSpecifier};
+use rdkafka::admin::AdminClient;
 use rdkafka::client::DefaultClientContext;
 use rdkafka::config::ClientConfig;
 
 use super::report::{Anomaly, PartitionReport};
 use crate::read::record::RecordImage;
+use crate::topics::configs::{describe_topics, setting};
 
 /// Records missing from one side held back per partition; beyond it the
 /// partition is "could not verify", so memory stays bounded.
@@ -218,26 +218,17 @@ pub fn compacted_topics(
         Ok(admin) => admin,
         Err(e) => return (BTreeSet::new(), unknown(&e)),
     };
-    let resources: Vec<ResourceSpecifier<'_>> =
-        topics.iter().map(|t| ResourceSpecifier::Topic(t)).collect();
-    let options = AdminOptions::new().request_timeout(Some(Duration::from_secs(30)));
-    let answer = tokio::runtime::Handle::current()
-        .block_on(admin.describe_configs(resources.iter(), &options));
-    let results = match answer {
-        Ok(results) => results,
+    let answers = match tokio::runtime::Handle::current().block_on(describe_topics(&admin, topics))
+    {
+        Ok(answers) => answers,
         Err(e) => return (BTreeSet::new(), unknown(&e)),
     };
     let mut compacted = BTreeSet::new();
     let mut unknown = Vec::new();
-    // Results come in the order of the request.
-    for (topic, result) in topics.iter().zip(results) {
-        match result {
+    for (topic, answer) in answers {
+        match answer {
             Ok(resource) => {
-                let policy = resource
-                    .entries
-                    .iter()
-                    .find(|e| e.name == "cleanup.policy")
-                    .and_then(|e| e.value.as_deref());
+                let policy = setting(&resource, "cleanup.policy");
                 if policy.is_some_and(|p| p.split(',').any(|p| p.trim() == "compact")) {
                     compacted.insert(topic.to_string());
                 }
