@@ -579,3 +579,52 @@ fn a_second_sigterm_exits_at_once() {
         tail(&output, 30)
     );
 }
+
+/// SIGTERM while the target is unreachable (blackholed: connections open,
+/// nothing answers): no lane can commit or abort, and the fleet's group
+/// cannot be left, yet the process exits within `--shutdown.timeout.ms` and
+/// the grace for what follows it, non-zero and naming the lanes that did
+/// not stop; an operator's deploy or a pod's termination grace period is
+/// not outlived.
+#[test]
+fn a_sigterm_during_a_target_outage_exits_within_the_shutdown_timeout() {
+    let bed = bed();
+    let Some(listener) = bed.target.proxied else {
+        eprintln!("skipped: the target has no proxied listener");
+        return;
+    };
+    let proxy = Proxy::start(listener);
+    let partitions = 2;
+    let topic = bed.source.create_topic("stop-in-outage", partitions);
+    let alias = unique_name("stopoutage");
+    let prefix = unique_name("stopoutage-txn");
+    let setup = MirrorSetup::new(&bed.source.bootstrap, &proxy.bootstrap());
+    let workload = Workload::start(&bed.source, &topic, partitions);
+    let mut args = common_args(&alias, &prefix, "300");
+    args.extend(["--shutdown.timeout.ms".to_string(), "5000".to_string()]);
+    let mut mirror = setup.start_bare(&topic, &as_strs(&args));
+    wait_for_target_beyond(&bed.target, &topic, 100, &mut mirror, PATIENCE);
+
+    proxy.get().set_fault(Fault::BLACKHOLE);
+    // Into the outage: the lanes' batches wait on the target.
+    sleep_while_running(&mut mirror, Duration::from_secs(3), "the blackhole");
+    let sent = Instant::now();
+    mirror.signal(libc::SIGTERM);
+    let code = mirror.wait_exit(Duration::from_secs(120));
+    let took = sent.elapsed();
+    workload.finish();
+    proxy.get().set_fault(Fault::FORWARD);
+    let output = mirror.output();
+    eprintln!("exited {code} {took:?} after SIGTERM");
+    assert!(
+        took < Duration::from_secs(20),
+        "exited {took:?} after SIGTERM with --shutdown.timeout.ms 5000; output:\n{}",
+        tail(&output, 40)
+    );
+    assert_ne!(code, 0, "exit code; output:\n{}", tail(&output, 40));
+    assert!(
+        output.contains("did not stop within 5s after shutdown was requested"),
+        "the lanes left running are not named; output:\n{}",
+        tail(&output, 40)
+    );
+}
