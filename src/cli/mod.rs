@@ -62,7 +62,9 @@ pub enum Command {
     /// The source is gone: apply the last recorded group offsets' translations
     /// to the target and report the recovery point.
     Failover(Box<groups_args::FailoverArgs>),
-    /// Preflight for `run` with the same flags; writes nothing. One line per
+    /// Preflight for `run` with its connection, topic and deployment flags
+    /// (not the running ones: state dir, metrics, intervals, group sync);
+    /// writes nothing. One line per
     /// finding; exit 0: nothing blocks `run`; 1: something would; 2: could
     /// not tell (a cluster unreachable).
     Plan(Box<plan_args::PlanArgs>),

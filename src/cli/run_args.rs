@@ -148,7 +148,9 @@ pub struct RunArgs {
     /// recreated since their positions were recorded. The target topic must
     /// be empty (delete it if it holds the old copy); the old positions and
     /// offset history of the topic are superseded. Without it a recreated
-    /// topic stops the run.
+    /// topic's partitions stop (the others are copied on). No environment
+    /// variable: a one-off, which in the environment would apply to every
+    /// restart.
     #[arg(long = "start.over", value_name = "TOPICS")]
     pub start_over: Option<String>,
 

@@ -52,10 +52,11 @@ pub struct VerifyArgs {
     #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..=256))]
     pub parallelism: u16,
 
-    /// Bound on prefetched record bytes across all readers.
+    /// Bound on prefetched record bytes across all readers. Its variable is
+    /// not `run`'s: a container's setting for `run` must not move verify's.
     #[arg(
         long = "max.memory.bytes",
-        env = "EOSMIRROR_MAX_MEMORY_BYTES",
+        env = "EOSMIRROR_VERIFY_MAX_MEMORY_BYTES",
         value_name = "BYTES",
         default_value = "64MiB",
         value_parser = super::common::parse_size

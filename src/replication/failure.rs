@@ -101,8 +101,9 @@ impl WorkerError {
     }
 
     /// The partition this error stops, when it is a fault of that partition
-    /// alone (the lane copies the others on); `None` when it stops the lane
-    /// or the run (a takeover, another source cluster, a broken client).
+    /// alone (the lane copies the others on); `None` when it stops the run
+    /// (another source cluster, a broken client). A lane taken over by
+    /// another instance ends without an error.
     pub fn stopped_partition(&self) -> Option<&SourcePartition> {
         match self {
             WorkerError::SourceGap {
