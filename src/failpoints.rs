@@ -105,10 +105,11 @@ pub const CUTOVER_SLOW_GROUPS: &str = "cutover::slow-groups";
 /// instance leaves the fleet's group (and hands group sync to another).
 pub const GROUPS_SLOW_COMMIT: &str = "groups::slow-commit";
 
-/// A fault: discovery creates the target topics it found missing, and adds
-/// the partitions it found missing, 10 s after it read the target's
-/// metadata, so that a test can do it meanwhile, as another instance
-/// started at the same time would.
+/// A fault, armed with a file's path (`return(<path>)`): discovery creates
+/// the target topics it found missing, and adds the partitions it found
+/// missing, once that file exists (at most 2 min after it read the
+/// target's metadata), so that a test can do it meanwhile, as another
+/// instance started at the same time would, however slow the machine.
 pub const TOPICS_SLOW_CREATE: &str = "topics::slow-create";
 
 /// A fault: the source's group listing holds no group, as a broker answers

@@ -92,7 +92,7 @@ fn failover_applies_recorded_offsets_and_reports_what_was_not_replicated() {
         &mut mirror,
     );
     assert_eq!(mirror.stop(Duration::from_secs(30)), 0);
-    let mut mirror = setup.start(
+    let mut mirror = setup.start_env(
         &topic,
         &[
             "--groups.sync",
@@ -107,12 +107,19 @@ fn failover_applies_recorded_offsets_and_reports_what_was_not_replicated() {
             "--transaction.timeout.ms",
             "10000",
         ],
+        // Each sync round's end is logged at debug.
+        &[("EOSMIRROR_LOG", "info,eosmirror::groups=debug")],
     );
     let second: Vec<_> = (100..160).map(|i| record(i as i32 % 2, i)).collect();
     bed.source.produce(&topic, &second);
     let source = bed.source.read_all(&topic, Isolation::ReadCommitted);
-    // Several sync rounds observe the new source ends.
-    std::thread::sleep(Duration::from_secs(4));
+    // A sync round that began after the produce records the new source
+    // ends: the first round to end from here on may have begun before it,
+    // the second did not.
+    for _ in 0..2 {
+        let since = mirror.output().len();
+        mirror.wait_for_output(since, &["group sync round"], Duration::from_secs(60));
+    }
 
     let stopped = StoppedBroker::stop(&bed.source).expect("local source broker");
     std::thread::sleep(Duration::from_secs(2));

@@ -1090,8 +1090,11 @@ fn a_group_sync_round_ends_before_the_instance_leaves_the_fleet() {
         Duration::from_secs(120),
         &mut mirror,
     );
+    // A round waiting from here on: one found in the output before could
+    // have ended meanwhile, leaving the SIGTERM between rounds.
     let waiting = "fault point groups::slow-commit: waiting 10 s";
-    mirror.wait_for_output(0, &[waiting], Duration::from_secs(60));
+    let since = mirror.output().len();
+    mirror.wait_for_output(since, &[waiting], Duration::from_secs(60));
     mirror.signal(libc::SIGTERM);
     let code = mirror.wait_exit(Duration::from_secs(90));
     let output = mirror.output();

@@ -267,9 +267,16 @@ fn waiting_to_create(setup: &MirrorSetup, topic: &str, extra: &[&str]) -> Mirror
         "600000",
     ];
     args.extend_from_slice(extra);
-    let mut mirror = setup.start_args_env(&args, &[("FAILPOINTS", "topics::slow-create=1*return")]);
+    let go = setup.dir.path().join("create-now");
+    let armed = format!("topics::slow-create=1*return({})", go.display());
+    let mut mirror = setup.start_args_env(&args, &[("FAILPOINTS", &armed)]);
     mirror.wait_for_output(0, &["fault point topics::slow-create"], PATIENCE);
     mirror
+}
+
+/// Lets the run waiting at `topics::slow-create` create its topics.
+fn go_on_creating(setup: &MirrorSetup) {
+    std::fs::write(setup.dir.path().join("create-now"), b"").expect("fault point's file");
 }
 
 /// Two instances of one deployment started at the same time with different
@@ -294,6 +301,7 @@ fn a_lane_count_raced_in_by_another_instance_is_refused_before_copying() {
     bed.target
         .create_topic_with(&position, 2, &[("cleanup.policy", "compact")]);
     bed.target.create_topic_with(&progress, 2, &[]);
+    go_on_creating(&setup);
 
     let code = mirror.wait_exit(Duration::from_secs(60));
     let output = mirror.output();
@@ -326,6 +334,7 @@ fn partitions_another_instance_added_meanwhile_are_taken_as_added() {
     let setup = MirrorSetup::new(&bed.source.bootstrap, &bed.target.bootstrap);
     let mut mirror = waiting_to_create(&setup, &topic, &["--target.add.partitions"]);
     bed.target.add_partitions(&topic, 4);
+    go_on_creating(&setup);
 
     wait_for_copy(&bed.source, &bed.target, &topic, PATIENCE, &mut mirror);
     assert_eq!(mirror.stop(PATIENCE), 0, "{}", tail(&mirror.output(), 30));

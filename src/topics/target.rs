@@ -27,7 +27,7 @@ use eosmirror_state::SourcePartition;
 use super::configs::{describe_topics, setting};
 use super::filter::TopicFilter;
 use super::internal::{self, Finding, InternalKind, Needs, ToolConnection};
-use crate::failpoints::{self, fault_argument, fault_armed};
+use crate::failpoints::{self, fault_argument};
 use crate::replication::layout::Layout;
 use crate::replication::progress::InternalTopics;
 
@@ -497,14 +497,17 @@ pub async fn prepare_target(
     }
     let mut new_partitions = Vec::new();
     let mut created_meanwhile = Vec::new();
-    if (!creations.is_empty() || !decision.too_few.is_empty())
-        && fault_armed(failpoints::TOPICS_SLOW_CREATE)
-    {
-        tracing::warn!(
-            "fault point {}: the topics and partitions are created 10 s late",
-            failpoints::TOPICS_SLOW_CREATE
-        );
-        tokio::time::sleep(Duration::from_secs(10)).await;
+    if !creations.is_empty() || !decision.too_few.is_empty() {
+        if let Some(go) = fault_argument(failpoints::TOPICS_SLOW_CREATE) {
+            tracing::warn!(
+                "fault point {}: the topics and partitions are created once {go} exists",
+                failpoints::TOPICS_SLOW_CREATE
+            );
+            let waiting = std::time::Instant::now();
+            while !std::path::Path::new(&go).exists() && waiting.elapsed() < SLOW_CREATE_WAIT {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
     }
     let mut refused = Vec::new();
     if !creations.is_empty() {
@@ -606,6 +609,9 @@ pub async fn prepare_target(
         refused,
     })
 }
+
+/// Longest the `topics::slow-create` fault waits for its test.
+const SLOW_CREATE_WAIT: Duration = Duration::from_secs(120);
 
 pub(crate) fn admin(
     config: &ClientConfig,

@@ -37,6 +37,10 @@ use crate::replication::transaction::TxnFailure;
 /// late at most.
 const RECORDS_PER_CLOCK_READ: u32 = 64;
 
+/// Longest a wait for the next record of an open batch goes without
+/// looking at the stop flag.
+const STOP_CHECK: Duration = Duration::from_millis(200);
+
 impl LaneSession<'_> {
     /// Forgets the open batch (after it was aborted).
     pub(super) fn forget_batch(&mut self) {
@@ -181,21 +185,34 @@ impl LaneSession<'_> {
                 }
             }
             unclocked = 0;
-            let Some(mut remaining) = limits.commit_interval.checked_sub(started.elapsed()) else {
-                break;
-            };
-            // Throttled inside a transaction: wait at most until it would
-            // end anyway, then commit what it has.
-            if throttle.is_limited() {
-                if !throttle.wait_ready(remaining, &self.worker.tenure.stop) {
-                    break;
+            // Waits for the next record until the commit interval ends, and
+            // sees a stop within STOP_CHECK meanwhile: a stop commits the
+            // open batch at once, not when a long interval ends.
+            let next = loop {
+                if self.worker.tenure.stop.load(Ordering::Relaxed) {
+                    break None;
                 }
-                let Some(left) = limits.commit_interval.checked_sub(started.elapsed()) else {
-                    break;
+                let Some(mut remaining) = limits.commit_interval.checked_sub(started.elapsed())
+                else {
+                    break None;
                 };
-                remaining = left;
-            }
-            match next_record(consumer, lane, &self.last_source_warning, remaining)? {
+                // Throttled inside a transaction: wait at most until it
+                // would end anyway, then commit what it has.
+                if throttle.is_limited() {
+                    if !throttle.wait_ready(remaining, &self.worker.tenure.stop) {
+                        break None;
+                    }
+                    let Some(left) = limits.commit_interval.checked_sub(started.elapsed()) else {
+                        break None;
+                    };
+                    remaining = left;
+                }
+                let wait = remaining.min(STOP_CHECK);
+                if let Some(m) = next_record(consumer, lane, &self.last_source_warning, wait)? {
+                    break Some(m);
+                }
+            };
+            match next {
                 Some(m) => message = m,
                 None => break,
             }
