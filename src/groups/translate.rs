@@ -14,7 +14,7 @@ use crate::clusters::{Cluster, CONNECT_TIMEOUT};
 use crate::groups::apply::Applied;
 use crate::groups::translation::{translate, TranslatedOffset, TranslationKind, Untranslatable};
 use crate::groups::TopicPartition;
-use crate::offsets::history::read_mappings_with_positions;
+use crate::offsets::history::{read_mappings_with_positions, Answering};
 use crate::offsets::tail::Needed;
 use crate::offsets::topics_now::{check_topics, TopicsNow};
 use crate::replication::progress::InternalTopics;
@@ -171,20 +171,32 @@ pub fn translate_groups(
     let side = target.side(MAPPING_QUEUE_KBYTES, Duration::from_secs(120));
     // The history from the lowest offset of any group, per partition: a
     // group caught up needs the last few commits, not days of them.
-    let mut lowest: BTreeMap<TopicPartition, i64> = BTreeMap::new();
+    // Only the runs the groups' offsets translate into are kept: a group
+    // days behind a transactional source would otherwise hold a run per
+    // source transaction since.
+    let mut answering: Answering = BTreeMap::new();
     for (partition, &offset) in groups.values().flatten() {
-        lowest
+        answering
             .entry(partition.clone())
-            .and_modify(|o| *o = offset.min(*o))
-            .or_insert(offset);
+            .or_default()
+            .insert(offset);
     }
+    let lowest: BTreeMap<TopicPartition, i64> = answering
+        .iter()
+        .filter_map(|(partition, offsets)| Some((partition.clone(), *offsets.first()?)))
+        .collect();
     let wanted: BTreeSet<TopicPartition> = lowest.keys().cloned().collect();
     let topics = InternalTopics::for_alias(alias);
     // A partition idle for longer than the progress topic's retention has
     // no mapping left there, but the compacted position topic keeps its
     // replicated tail for ever: groups caught up on it still translate.
-    let (maps, lineages, truncated) =
-        read_mappings_with_positions(&side, &topics, &wanted, &Needed::From(lowest))?;
+    let (maps, lineages, truncated) = read_mappings_with_positions(
+        &side,
+        &topics,
+        &wanted,
+        &Needed::From(lowest),
+        Some(&answering),
+    )?;
     let names: BTreeSet<&str> = wanted.iter().map(|(topic, _)| topic.as_str()).collect();
     let target_ids = side.topic_ids(&names.into_iter().collect::<Vec<_>>())?;
     let empty = Default::default();

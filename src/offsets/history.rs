@@ -20,6 +20,11 @@ pub type Mappings = BTreeMap<(String, i32), OffsetMap>;
 /// same number).
 pub type TargetEnds = BTreeMap<(String, i32), i64>;
 
+/// Per source partition, the source offsets a translation asks about: its
+/// mapping then holds only the runs that answer them (see
+/// [`OffsetMap::answering`]).
+pub type Answering = BTreeMap<(String, i32), BTreeSet<i64>>;
+
 /// The source partitions whose history needed was truncated by the
 /// progress topic's retention: below their first mapping kept, nothing is
 /// known. Per partition, since one lane's retention says nothing of
@@ -56,8 +61,15 @@ pub fn read_mappings_as_of(
         .map(|(p, ..)| p)
         .collect();
     settle(target, &topics.progress, &lanes)?;
-    let (mut histories, later, truncated) =
-        read_histories(target, &topics.progress, &wanted, Some(ends), needed, None)?;
+    let (mut histories, later, truncated) = read_histories(
+        target,
+        &topics.progress,
+        &wanted,
+        Some(ends),
+        needed,
+        None,
+        None,
+    )?;
     // A partition idle for longer than the retention has no commit left:
     // its position says how far its copy goes (without it, its copies
     // would look like records nothing copied), if its copies end within
@@ -106,11 +118,15 @@ pub type Lineages = BTreeMap<(String, i32), Lineage>;
 /// up on a partition idle for days costs no read of those days. Only the
 /// commits past the progress ends read before the positions are read for
 /// it, so a start-over among them still replaces the position's lineage.
+///
+/// With `answering`, each mapping keeps only the runs that translate the
+/// partition's offsets given there.
 pub fn read_mappings_with_positions(
     target: &Side,
     topics: &InternalTopics,
     wanted: &BTreeSet<(String, i32)>,
     needed: &Needed,
+    answering: Option<&Answering>,
 ) -> anyhow::Result<(Mappings, Lineages, Truncated)> {
     let progress = internal_topic_ranges(target, &topics.progress)?;
     let lanes: Vec<i32> = holding(progress.clone(), wanted).map(|(p, ..)| p).collect();
@@ -131,18 +147,35 @@ pub fn read_mappings_with_positions(
         positions: &positions,
         progress_ends: &progress_ends,
     });
-    let (mut histories, _, truncated) =
-        read_histories(target, &topics.progress, wanted, None, needed, known)?;
+    let (mut histories, _, truncated) = read_histories(
+        target,
+        &topics.progress,
+        wanted,
+        None,
+        needed,
+        known,
+        answering,
+    )?;
     for (key, position) in positions {
+        let fresh = fresh_map(answering, &key);
         let (lineage, map) = histories
             .entry(key)
-            .or_insert_with(|| (position.lineage.clone(), OffsetMap::default()));
+            .or_insert_with(|| (position.lineage.clone(), fresh));
         if *lineage == position.lineage {
             map.add_position(&position);
         }
     }
     let lineages = lineages(&histories);
     Ok((seal(histories), lineages, truncated))
+}
+
+/// An empty mapping for `key`: one answering its offsets alone when a
+/// translation asks for some.
+fn fresh_map(answering: Option<&Answering>, key: &(String, i32)) -> OffsetMap {
+    match answering {
+        Some(offsets) => OffsetMap::answering(offsets.get(key).cloned().unwrap_or_default()),
+        None => OffsetMap::default(),
+    }
 }
 
 fn lineages(histories: &Histories) -> Lineages {
@@ -200,6 +233,7 @@ fn read_histories(
     as_of: Option<&TargetEnds>,
     needed: &Needed,
     known: Option<KnownTails<'_>>,
+    answering: Option<&Answering>,
 ) -> anyhow::Result<(Histories, TargetEnds, Truncated)> {
     let ranges = internal_topic_ranges(target, progress_topic)?;
     let layout = Layout::new(ranges.len() as u32).ok();
@@ -260,11 +294,11 @@ fn read_histories(
                 }
             }
             let (lineage, map) = histories
-                .entry(key)
-                .or_insert_with(|| (record.lineage.clone(), OffsetMap::default()));
+                .entry(key.clone())
+                .or_insert_with(|| (record.lineage.clone(), fresh_map(answering, &key)));
             if *lineage != record.lineage {
                 *lineage = record.lineage.clone();
-                *map = OffsetMap::default();
+                *map = fresh_map(answering, &key);
             }
             map.add_commit(&record);
         })?;

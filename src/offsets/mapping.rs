@@ -2,7 +2,11 @@
 //! the progress records eosmirror committed with the data.
 //!
 //! Memory is proportional to the number of offset runs (one per stretch
-//! without gaps on either side), not to the number of records.
+//! without gaps on either side), not to the number of records; a map built
+//! to translate given offsets ([`OffsetMap::answering`]) holds only the
+//! runs their translations lie in.
+
+use std::collections::BTreeSet;
 
 use eosmirror_state::OffsetRun;
 
@@ -16,7 +20,15 @@ pub struct OffsetMap {
     by_source: Vec<OffsetRun>,
     /// Every run as recorded (overlapping ones included), sorted by target
     /// offset: answers "which source record is this target record a copy of?".
+    /// Not kept by a map answering given offsets.
     by_target: Vec<OffsetRun>,
+    /// For a map answering given offsets: those whose run has not been
+    /// read yet (an offset past every run read translates to the tail).
+    pending: Option<BTreeSet<i64>>,
+    /// The end of the last run read that was not a second copy.
+    source_end_read: Option<i64>,
+    /// The first source offset of the first run read.
+    first_source: Option<i64>,
     /// Next source offset to copy (the replicated position), if any
     /// progress record was seen.
     pub replicated_position: Option<i64>,
@@ -30,20 +42,43 @@ pub struct OffsetMap {
 }
 
 impl OffsetMap {
+    /// A map that translates `offsets` alone ([`OffsetMap::first_at_or_after`]
+    /// at those offsets, [`OffsetMap::first_known_source`] and the position):
+    /// it keeps only the runs their translations lie in, and no target view.
+    /// A group days behind a transactional source (a run per source
+    /// transaction) then costs a run per offset, not the history read.
+    pub fn answering(offsets: BTreeSet<i64>) -> OffsetMap {
+        OffsetMap {
+            pending: Some(offsets),
+            ..OffsetMap::default()
+        }
+    }
+
     /// Adds one progress record's runs and position. Records arrive in
     /// commit order, so positions only move forward.
     pub fn add(&mut self, runs: &[OffsetRun], next_source_offset: i64, next_target_offset: i64) {
         for run in runs {
-            self.by_target.push(*run);
-            let overlaps_previous = self
-                .by_source
-                .last()
-                .is_some_and(|last| run.source_start < last.source_end());
-            if overlaps_previous {
+            if self.pending.is_none() {
+                self.by_target.push(*run);
+            }
+            if self
+                .source_end_read
+                .is_some_and(|end| run.source_start < end)
+            {
                 // A second copy of source offsets already mapped: the source
                 // view keeps the first; the target view knows both, so the
                 // second copy is reported as a duplicate where it is met.
                 continue;
+            }
+            self.source_end_read = Some(run.source_end());
+            self.first_source.get_or_insert(run.source_start);
+            if let Some(pending) = &mut self.pending {
+                // The offsets below its end that no earlier run answered
+                // translate into this run (or to its start, from a gap).
+                let later = pending.split_off(&run.source_end());
+                if std::mem::replace(pending, later).is_empty() {
+                    continue;
+                }
             }
             match self.by_source.last_mut() {
                 Some(last)
@@ -103,6 +138,13 @@ impl OffsetMap {
         }
     }
 
+    /// Whether the map holds every run read (not only those answering
+    /// given offsets): the views beyond [`OffsetMap::first_at_or_after`]
+    /// need them.
+    fn whole(&self) -> bool {
+        self.pending.is_none()
+    }
+
     /// Sorts the target view; call once after the last record is added.
     pub fn seal(&mut self) {
         self.by_target.sort_by_key(|r| r.target_start);
@@ -111,6 +153,7 @@ impl OffsetMap {
 
     /// Target offset of the copy of `source_offset`, if the mapping has one.
     pub fn target_of(&self, source_offset: i64) -> Option<i64> {
+        debug_assert!(self.whole(), "a view of the runs a translation dropped");
         let i = self
             .by_source
             .partition_point(|r| r.source_end() <= source_offset);
@@ -121,6 +164,7 @@ impl OffsetMap {
 
     /// Source offset whose copy the mapping places at `target_offset`.
     pub fn source_of(&self, target_offset: i64) -> Option<i64> {
+        debug_assert!(self.whole(), "a view of the runs a translation dropped");
         let i = self
             .by_target
             .partition_point(|r| r.target_end() <= target_offset);
@@ -141,6 +185,7 @@ impl OffsetMap {
 
     /// First mapped target offset at or after `target_offset`, with its source.
     pub fn first_target_at_or_after(&self, target_offset: i64) -> Option<(i64, i64)> {
+        debug_assert!(self.whole(), "a view of the runs a translation dropped");
         let i = self
             .by_source
             .partition_point(|r| r.target_end() <= target_offset);
@@ -152,6 +197,7 @@ impl OffsetMap {
     /// The source offset `count` mapped records before the end (for
     /// `--last N`); the first mapped offset if fewer are mapped.
     pub fn nth_from_end(&self, count: u64) -> Option<i64> {
+        debug_assert!(self.whole(), "a view of the runs a translation dropped");
         let mut left = count;
         for run in self.by_source.iter().rev() {
             if left <= run.len {
@@ -164,7 +210,7 @@ impl OffsetMap {
 
     /// First mapped source offset.
     pub fn first_source(&self) -> Option<i64> {
-        self.by_source.first().map(|r| r.source_start)
+        self.first_source
     }
 }
 
@@ -204,6 +250,79 @@ mod tests {
         assert_eq!(m.nth_from_end(2), Some(5));
         assert_eq!(m.nth_from_end(100), Some(0));
         assert_eq!(m.replicated_position, Some(7));
+    }
+
+    /// A map answering given offsets keeps one run per offset at most:
+    /// here the run an offset falls in, the run after a gap, and none for
+    /// an offset past every run (the tail answers it).
+    #[test]
+    fn a_map_answering_offsets_keeps_only_their_runs() {
+        let mut m = OffsetMap::answering([1, 5, 20].into());
+        for r in [run(0, 0, 3), run(4, 4, 2), run(6, 7, 1), run(8, 9, 2)] {
+            m.add(&[r], r.source_end(), r.target_end() + 1);
+        }
+        m.seal();
+        assert_eq!(m.by_source, vec![run(0, 0, 3), run(4, 4, 2)]);
+        assert!(m.by_target.is_empty());
+        assert_eq!(m.first_at_or_after(1), Some((1, 1)));
+        assert_eq!(m.first_at_or_after(5), Some((5, 5)));
+        assert_eq!(m.first_at_or_after(20), None);
+        assert_eq!(m.first_source(), Some(0));
+        assert_eq!(m.replicated_position, Some(10));
+    }
+
+    /// Over runs with gaps on both sides and second copies, and offsets in
+    /// runs, in gaps, before the first run and past the last, a map
+    /// answering the offsets translates each as the whole map does, and
+    /// knows the same first offset and position.
+    #[test]
+    fn a_map_answering_offsets_translates_them_as_the_whole_map_does() {
+        let mut seed = 0x2545_f491_4f6c_dd1d_u64;
+        let mut next = |n: u64| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed % n.max(1)
+        };
+        for case in 0..500 {
+            let mut runs = Vec::new();
+            let (mut s, mut t) = (next(5) as i64, 0i64);
+            for _ in 0..next(40) {
+                let len = 1 + next(4);
+                runs.push(run(s, t, len));
+                if next(8) == 0 {
+                    // A second copy of the run's first record.
+                    runs.push(run(s, t + len as i64 + 1, 1));
+                    t += 2;
+                }
+                s += len as i64 + next(3) as i64;
+                t += len as i64 + 1 + next(2) as i64;
+            }
+            let offsets: BTreeSet<i64> = (0..next(6)).map(|_| next(s as u64 + 5) as i64).collect();
+            let mut whole = OffsetMap::default();
+            let mut answering = OffsetMap::answering(offsets.clone());
+            let mut rest = &runs[..];
+            while !rest.is_empty() {
+                let (commit, later) = rest.split_at((1 + next(3) as usize).min(rest.len()));
+                rest = later;
+                let last = commit[commit.len() - 1];
+                for m in [&mut whole, &mut answering] {
+                    m.add(commit, last.source_end(), last.target_end() + 1);
+                }
+            }
+            whole.seal();
+            answering.seal();
+            for &o in &offsets {
+                assert_eq!(
+                    answering.first_at_or_after(o),
+                    whole.first_at_or_after(o),
+                    "case {case}: offset {o} over {runs:?}"
+                );
+            }
+            assert!(answering.by_source.len() <= offsets.len(), "case {case}");
+            assert_eq!(answering.first_known_source(), whole.first_known_source());
+            assert_eq!(answering.replicated_position, whole.replicated_position);
+        }
     }
 
     #[test]

@@ -141,7 +141,7 @@ pub fn failover(options: &FailoverOptions) -> anyhow::Result<FailoverReport> {
         .collect();
     // Only each partition's replicated position: its newest commit.
     let (maps, lineages, _) =
-        read_mappings_with_positions(&side, &topics, &wanted, &Needed::Last(0))?;
+        read_mappings_with_positions(&side, &topics, &wanted, &Needed::Last(0), None)?;
     let observed_ids: BTreeMap<&str, TopicId> = ends
         .source_topic_ids
         .iter()
