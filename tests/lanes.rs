@@ -62,6 +62,7 @@ fn a_thousand_partitions_copy_exactly_through_kill_and_zombie() {
     let bed = bed();
     let partitions = 1000;
     let topic = bed.source.create_topic("lanes-many", partitions);
+    let _deleted = DeletedAtTheEnd(&topic);
     bed.source.produce(&topic, &spread("a", 20_000, partitions));
     let setup = MirrorSetup::new(&bed.source.bootstrap, &bed.target.bootstrap);
     let metrics = free_local_address();
@@ -173,10 +174,23 @@ fn a_thousand_partitions_copy_exactly_through_kill_and_zombie() {
             "{who} instance ran {n} threads for 4 lanes"
         );
     }
-    // 1,000 partitions on each single-broker test cluster weigh on every
-    // later test.
-    bed.source.delete_topic(&topic);
-    bed.target.delete_topic(&topic);
+}
+
+/// A test topic deleted from both clusters when the test ends, also when
+/// it fails: 1,000 partitions on each single-broker test cluster weigh on
+/// every later test.
+struct DeletedAtTheEnd<'a>(&'a str);
+
+impl Drop for DeletedAtTheEnd<'_> {
+    fn drop(&mut self) {
+        // Best effort, and never a panic (a second one while the test
+        // unwinds would abort the binary): the target may not have it.
+        for cluster in [&bed().source, &bed().target] {
+            if let Err(e) = cluster.try_delete_topic(self.0) {
+                eprintln!("cleanup: {e}");
+            }
+        }
+    }
 }
 
 /// The lane count is fixed for a deployment: a later run with another count

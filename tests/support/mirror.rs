@@ -162,13 +162,15 @@ impl MirrorSetup {
         env: &[(&str, &str)],
         mut on_log: impl FnMut(&str),
     ) -> (i32, String, String) {
-        let mut child = self
-            .command_line(command, args)
-            .envs(env.iter().copied())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("start eosmirror");
+        let mut child = KilledOnDrop(
+            self.command_line(command, args)
+                .envs(env.iter().copied())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .expect("start eosmirror"),
+        );
+        let child = &mut child.0;
         let mut stdout = child.stdout.take().expect("piped stdout");
         let reading = std::thread::spawn(move || {
             let mut out = String::new();
@@ -540,5 +542,18 @@ pub fn remove(path: &Path) {
         fs::remove_dir_all(path).unwrap();
     } else if path.exists() {
         fs::remove_file(path).unwrap();
+    }
+}
+
+/// A command's process, killed by its pid if the test ends before it does
+/// (an `on_log` that panics): a dropped `Child` would run on.
+struct KilledOnDrop(std::process::Child);
+
+impl Drop for KilledOnDrop {
+    fn drop(&mut self) {
+        if matches!(self.0.try_wait(), Ok(None)) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
     }
 }

@@ -5,7 +5,8 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use eosmirror::wire::{TopicId, TopicIdRequest};
-use rdkafka::admin::{AdminOptions, NewTopic, TopicReplication};
+use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+use rdkafka::client::DefaultClientContext;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::types::RDKafkaErrorCode;
 use rdkafka::{Offset, TopicPartitionList};
@@ -161,18 +162,31 @@ impl Cluster {
     /// Deletes `topic` (a test's large topic, so later tests do not pay for
     /// its partitions); waits until the metadata no longer lists it.
     pub fn delete_topic(&self, topic: &str) {
+        if let Err(e) = self.try_delete_topic(topic) {
+            panic!("{e}");
+        }
+    }
+
+    /// Like [`Cluster::delete_topic`], returning what failed instead of
+    /// panicking (for a guard that cleans up while a test panics).
+    pub fn try_delete_topic(&self, topic: &str) -> Result<(), String> {
         let options = AdminOptions::new().operation_timeout(Some(BROKER_TIMEOUT));
-        let results = block_on(self.admin().delete_topics(&[topic], &options))
-            .unwrap_or_else(|e| panic!("{}: delete topic {topic}: {e}", self.name));
+        let admin = self
+            .client_config()
+            .create::<AdminClient<DefaultClientContext>>()
+            .map_err(|e| format!("{}: admin client: {e}", self.name))?;
+        let results = block_on(admin.delete_topics(&[topic], &options))
+            .map_err(|e| format!("{}: delete topic {topic}: {e}", self.name))?;
         for result in results {
             if let Err((topic, code)) = result {
-                panic!("{}: delete topic {topic}: {code}", self.name);
+                return Err(format!("{}: delete topic {topic}: {code}", self.name));
             }
         }
         let deadline = Instant::now() + BROKER_TIMEOUT;
         while self.partition_count(topic).is_some() && Instant::now() < deadline {
             std::thread::sleep(Duration::from_millis(100));
         }
+        Ok(())
     }
 
     /// Grows `topic` to `total` partitions; waits until metadata shows them.
