@@ -7,7 +7,7 @@ use std::sync::Arc;
 use anyhow::{bail, Context};
 
 use super::mapping::OffsetMap;
-use super::tail::{Needed, TailSearch};
+use super::tail::{CommitSummary, Needed, TailSearch};
 use crate::read::{RangeReader, Side};
 use crate::replication::layout::Layout;
 use crate::replication::progress::{InternalTopics, Lineage, ProgressEntry, ProgressRecord};
@@ -328,7 +328,7 @@ fn tail_start(
         for_each_record(target, topic, partition, start, end, |record| {
             let key = (record.source.topic.clone(), record.source.partition);
             if search.wants(&key) {
-                records.push(record);
+                records.push(CommitSummary::from(record));
             }
         })?;
         search.older_chunk(records);

@@ -33,6 +33,31 @@ pub enum Needed {
     Last(u64),
 }
 
+/// What the backward search needs of one commit: not its runs, which a
+/// commit of a transactional source holds by the thousand, so that a chunk
+/// read backwards costs a few bytes per record.
+#[derive(Debug, Clone)]
+pub struct CommitSummary {
+    key: Key,
+    lineage: Lineage,
+    next_target_offset: i64,
+    copies_end: i64,
+    /// Records its runs copied.
+    copied: u64,
+}
+
+impl From<ProgressRecord> for CommitSummary {
+    fn from(record: ProgressRecord) -> CommitSummary {
+        CommitSummary {
+            key: (record.source.topic, record.source.partition),
+            copied: record.runs.iter().map(|r| r.len).sum(),
+            lineage: record.lineage,
+            next_target_offset: record.next_target_offset,
+            copies_end: record.copies_end,
+        }
+    }
+}
+
 /// What is known of one partition while its history is read backwards.
 #[derive(Debug, Default)]
 struct Coverage {
@@ -113,13 +138,15 @@ impl<'a> TailSearch<'a> {
             .map(|(key, _)| key)
     }
 
-    /// Takes the records of the next older chunk, in commit order.
-    pub fn older_chunk(&mut self, records: Vec<ProgressRecord>) {
-        let mut by_partition: BTreeMap<Key, Vec<ProgressRecord>> = BTreeMap::new();
+    /// Takes the commits of the next older chunk, in commit order.
+    pub fn older_chunk(&mut self, records: Vec<CommitSummary>) {
+        let mut by_partition: BTreeMap<Key, Vec<CommitSummary>> = BTreeMap::new();
         for record in records {
-            let key = (record.source.topic.clone(), record.source.partition);
-            if self.wants(&key) {
-                by_partition.entry(key).or_default().push(record);
+            if self.wants(&record.key) {
+                by_partition
+                    .entry(record.key.clone())
+                    .or_default()
+                    .push(record);
             }
         }
         for (key, records) in by_partition {
@@ -157,7 +184,7 @@ impl<'a> TailSearch<'a> {
                 if coverage.covered {
                     break;
                 }
-                coverage.copied += record.runs.iter().map(|r| r.len).sum::<u64>();
+                coverage.copied += record.copied;
             }
         }
     }
@@ -197,6 +224,10 @@ mod tests {
         }
     }
 
+    fn summaries(records: Vec<ProgressRecord>) -> Vec<CommitSummary> {
+        records.into_iter().map(CommitSummary::from).collect()
+    }
+
     /// Ten commits of ten records: source [0, 100), target [0, 110).
     fn history() -> Vec<ProgressRecord> {
         (0..10).map(|i| commit(i * 10, i * 11, 10)).collect()
@@ -211,16 +242,16 @@ mod tests {
         let needed = Needed::From([(key(), 35)].into());
         let mut search = TailSearch::new(&needed, None, [key()]);
         // Commits 4..10 start at 40: 35 is not covered yet.
-        search.older_chunk(history()[4..].to_vec());
+        search.older_chunk(summaries(history()[4..].to_vec()));
         assert!(!search.covered());
         // Commit 3 ends at 40, commit 2 at 30 <= 35: covered.
-        search.older_chunk(history()[2..4].to_vec());
+        search.older_chunk(summaries(history()[2..4].to_vec()));
         assert!(search.covered());
         // A partition whose range starts past its last commit needs the
         // last commit only (it says where the copy stands).
         let needed = Needed::From([(key(), 100)].into());
         let mut search = TailSearch::new(&needed, None, [key()]);
-        search.older_chunk(history()[9..].to_vec());
+        search.older_chunk(summaries(history()[9..].to_vec()));
         assert!(search.covered());
     }
 
@@ -228,9 +259,9 @@ mod tests {
     fn last_is_covered_once_the_newer_commits_hold_n_records() {
         let needed = Needed::Last(25);
         let mut search = TailSearch::new(&needed, None, [key()]);
-        search.older_chunk(history()[8..].to_vec());
+        search.older_chunk(summaries(history()[8..].to_vec()));
         assert!(!search.covered(), "20 records seen");
-        search.older_chunk(history()[6..8].to_vec());
+        search.older_chunk(summaries(history()[6..8].to_vec()));
         assert!(search.covered(), "30 records after commit 6");
     }
 
@@ -238,11 +269,11 @@ mod tests {
     fn a_partition_with_too_little_history_is_never_covered() {
         let needed = Needed::Last(1_000);
         let mut search = TailSearch::new(&needed, None, [key()]);
-        search.older_chunk(history());
+        search.older_chunk(summaries(history()));
         assert!(!search.covered());
         let all = Needed::All;
         let mut search = TailSearch::new(&all, None, [key()]);
-        search.older_chunk(history());
+        search.older_chunk(summaries(history()));
         assert!(!search.covered());
     }
 
@@ -252,12 +283,12 @@ mod tests {
         // The snapshot ends at target 77: commits 7..10 came after it.
         let ends = [(key(), 77)].into();
         let mut search = TailSearch::new(&needed, Some(&ends), [key()]);
-        search.older_chunk(history()[5..].to_vec());
+        search.older_chunk(summaries(history()[5..].to_vec()));
         assert!(
             !search.covered(),
             "only commits 5 and 6 are in the snapshot"
         );
-        search.older_chunk(history()[4..5].to_vec());
+        search.older_chunk(summaries(history()[4..5].to_vec()));
         assert!(search.covered());
     }
 
@@ -269,9 +300,9 @@ mod tests {
         for r in &mut records[..5] {
             r.lineage = lineage(0);
         }
-        search.older_chunk(records[5..].to_vec());
+        search.older_chunk(summaries(records[5..].to_vec()));
         assert!(!search.covered());
-        search.older_chunk(records[4..5].to_vec());
+        search.older_chunk(summaries(records[4..5].to_vec()));
         assert!(search.covered());
     }
 
@@ -287,9 +318,9 @@ mod tests {
         for r in &mut old {
             r.lineage = lineage(0);
         }
-        search.older_chunk(history()[..2].to_vec());
+        search.older_chunk(summaries(history()[..2].to_vec()));
         assert!(!search.covered());
-        search.older_chunk(old[9..].to_vec());
+        search.older_chunk(summaries(old[9..].to_vec()));
         assert!(search.covered(), "read on into the old copy's history");
     }
 
@@ -298,11 +329,11 @@ mod tests {
         let needed = Needed::Last(5);
         let mut search = TailSearch::new(&needed, None, [key(), ("q".into(), 1)]);
         assert!(!search.wants(&("other".into(), 0)));
-        search.older_chunk(history());
+        search.older_chunk(summaries(history()));
         assert!(!search.covered(), "q-1 has no commit yet");
         let mut q = commit(0, 0, 10);
         q.source = SourcePartition::new("q", 1);
-        search.older_chunk(vec![q.clone(), q]);
+        search.older_chunk(summaries(vec![q.clone(), q]));
         assert!(search.covered());
     }
 
@@ -316,9 +347,9 @@ mod tests {
         past_marker.next_source_offset = 11;
         let needed = Needed::From([(key(), 10)].into());
         let mut search = TailSearch::new(&needed, None, [key()]);
-        search.older_chunk(vec![commit(11, 11, 10)]);
+        search.older_chunk(summaries(vec![commit(11, 11, 10)]));
         assert!(!search.covered());
-        search.older_chunk(vec![past_marker]);
+        search.older_chunk(summaries(vec![past_marker]));
         assert!(search.covered());
     }
 
@@ -343,7 +374,7 @@ mod tests {
         let mut search = TailSearch::new(&needed, None, [key()]);
         search.start_from_positions(&position(120));
         assert!(!search.covered());
-        search.older_chunk(history());
+        search.older_chunk(summaries(history()));
         assert!(search.covered(), "commit 9 starts at 90 <= 100");
         // The newest commit alone, whatever it is; a count of records
         // needs the commits themselves.
