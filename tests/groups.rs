@@ -1083,18 +1083,25 @@ fn a_group_sync_round_ends_before_the_instance_leaves_the_fleet() {
         &["--groups.sync", &group, "--groups.sync.interval.ms", "1000"],
         &[("FAILPOINTS", "groups::slow-commit=return")],
     );
-    wait_for_copy(
-        &bed.source,
-        &bed.target,
-        &topic,
-        Duration::from_secs(120),
-        &mut mirror,
-    );
-    // A round waiting from here on: one found in the output before could
-    // have ended meanwhile, leaving the SIGTERM between rounds.
+    // SIGTERM while a round waits to commit: its last "waiting" line is
+    // after its last commit (a round waits only while it has offsets to
+    // commit, so once the group is in place no round waits again).
     let waiting = "fault point groups::slow-commit: waiting 10 s";
-    let since = mirror.output().len();
-    mirror.wait_for_output(since, &[waiting], Duration::from_secs(60));
+    let committing = "fault point groups::slow-commit: committing the target groups now";
+    let log = mirror.log.clone();
+    mirror.wait_until(
+        Duration::from_secs(120),
+        Duration::from_millis(100),
+        || {
+            let output = std::fs::read_to_string(&log).unwrap_or_default();
+            let last_wait = output.rfind(waiting)?;
+            output
+                .rfind(committing)
+                .is_none_or(|c| c < last_wait)
+                .then_some(())
+        },
+        |output| format!("no round waited to commit:\n{}", tail(output, 30)),
+    );
     mirror.signal(libc::SIGTERM);
     let code = mirror.wait_exit(Duration::from_secs(90));
     let output = mirror.output();

@@ -110,21 +110,33 @@ impl Cluster {
 
     /// Number of partitions of `topic`, or `None` if the cluster doesn't have it.
     pub fn partition_count(&self, topic: &str) -> Option<i32> {
-        let consumer: BaseConsumer = self.client_config().create().expect("create consumer");
+        self.try_partition_count(topic)
+            .unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// Like [`Cluster::partition_count`], returning what failed instead of
+    /// panicking.
+    pub fn try_partition_count(&self, topic: &str) -> Result<Option<i32>, String> {
+        let consumer: BaseConsumer = self
+            .client_config()
+            .create()
+            .map_err(|e| format!("{}: consumer: {e}", self.name))?;
         let metadata = consumer
             .fetch_metadata(Some(topic), BROKER_TIMEOUT)
-            .unwrap_or_else(|e| panic!("{}: metadata for {topic}: {e}", self.name));
-        let t = metadata.topics().iter().find(|t| t.name() == topic)?;
+            .map_err(|e| format!("{}: metadata for {topic}: {e}", self.name))?;
+        let Some(t) = metadata.topics().iter().find(|t| t.name() == topic) else {
+            return Ok(None);
+        };
         match t.error() {
-            None => Some(t.partitions().len() as i32),
+            None => Ok(Some(t.partitions().len() as i32)),
             Some(e) if RDKafkaErrorCode::from(e) == RDKafkaErrorCode::UnknownTopicOrPartition => {
-                None
+                Ok(None)
             }
-            Some(e) => panic!(
+            Some(e) => Err(format!(
                 "{}: metadata for {topic}: {:?}",
                 self.name,
                 RDKafkaErrorCode::from(e)
-            ),
+            )),
         }
     }
 }
@@ -183,7 +195,7 @@ impl Cluster {
             }
         }
         let deadline = Instant::now() + BROKER_TIMEOUT;
-        while self.partition_count(topic).is_some() && Instant::now() < deadline {
+        while self.try_partition_count(topic)?.is_some() && Instant::now() < deadline {
             std::thread::sleep(Duration::from_millis(100));
         }
         Ok(())
