@@ -63,9 +63,9 @@ impl TranslatedOffset {
 /// Why an offset cannot be translated.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum Untranslatable {
-    #[error("nothing of this partition has been replicated yet")]
+    #[error("nothing of this partition has been replicated yet: translate it once `eosmirror run` has copied some of it")]
     NothingReplicated,
-    #[error("source offset {offset} precedes the oldest offset mapping kept ({first_mapped}); the progress topic's retention (--progress.retention.ms) deleted the older mappings")]
+    #[error("source offset {offset} precedes the oldest offset mapping kept ({first_mapped}); the progress topic's retention (--progress.retention.ms) deleted the older mappings, so the exact target offset is no longer known. Set this partition of the group on the target yourself (kafka-consumer-groups.sh --reset-offsets: an earlier offset re-reads records, a later one skips them) or leave its topic out (`translate --topic`), and keep --progress.retention.ms above the longest a group lags")]
     MappingExpired { offset: i64, first_mapped: i64 },
     #[error(transparent)]
     Recreated(#[from] Recreated),

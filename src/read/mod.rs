@@ -38,7 +38,7 @@ pub enum ReadError {
         #[source]
         source: KafkaError,
     },
-    #[error("{side} {topic}-{partition}: no progress for {limit:?} at offset {position} (range ends at {end}); a transaction there stays open, or the cluster stopped answering{recovering}")]
+    #[error("{side} {topic}-{partition}: no progress for {limit:?} at offset {position} (range ends at {end}); a transaction there stays open (`kafka-transactions.sh --bootstrap-server <{side}> describe-producers --topic {topic} --partition {partition}` names its producer, `find-hanging` finds one no producer will end), or the cluster stopped answering{recovering}")]
     Stalled {
         side: &'static str,
         topic: String,
