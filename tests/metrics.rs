@@ -60,10 +60,12 @@ fn lane_clients_export_broker_and_transaction_statistics() {
         ],
     );
     wait_for_copy(&bed.source, &bed.target, &topic, COPY_LIMIT, &mut mirror);
+    // Taken before the transaction opens: it is held from some instant
+    // inside `open_transaction`, never before this one.
+    let held_from = Instant::now();
     let open = bed
         .source
         .open_transaction(&topic, &[TestRecord::new(0, "held", "open")]);
-    let held_from = Instant::now();
 
     // Reports reach a producer when it is polled: after the first interval
     // and the next idle turn or commit of its lane.
