@@ -1259,14 +1259,11 @@ fn a_group_left_out_of_the_source_listing_keeps_its_record() {
         &mut mirror,
     );
     // Two rounds without the group in the listing: the first is over.
-    for _ in 0..2 {
-        let since = mirror.output().len();
-        mirror.wait_for_output(
-            since,
-            &["fault point groups::listing-empty"],
-            Duration::from_secs(60),
-        );
-    }
+    mirror.wait_for_new_lines(
+        "fault point groups::listing-empty",
+        2,
+        Duration::from_secs(60),
+    );
     let output = mirror.output();
     assert!(
         !output.contains(&format!("failover leaves it out group={group}")),

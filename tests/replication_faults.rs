@@ -319,25 +319,73 @@ fn survives_target_blackhole_longer_than_transaction_timeout() {
     survives_blackhole(Path::Target, Duration::from_secs(18));
 }
 
+/// A copy under a workload whose target path crosses a fault proxy. The
+/// fields drop in order: the mirror before the proxy it talks through.
+struct CopyThroughTargetProxy {
+    mirror: Mirror,
+    workload: Workload,
+    topic: String,
+    /// Committed copies on the target once the copy was seen under way.
+    copied: usize,
+    _setup: MirrorSetup,
+    proxy: Proxy,
+}
+
+/// Starts a workload on a new topic (`name`, `partitions`) and eosmirror
+/// copying it through a fault proxy on the target path (`common_args`
+/// with a 300 ms commit interval, then `extra`), and waits until more than
+/// `beyond` copies are committed. `None` when the target has no proxied
+/// listener (external clusters): the caller skips.
+fn copy_through_target_proxy(
+    name: &str,
+    partitions: i32,
+    beyond: usize,
+    extra: &[&str],
+) -> Option<CopyThroughTargetProxy> {
+    let bed = bed();
+    let Some(listener) = bed.target.proxied else {
+        eprintln!("skipped: the target has no proxied listener");
+        return None;
+    };
+    let proxy = Proxy::start(listener);
+    let topic = bed.source.create_topic(name, partitions);
+    let setup = MirrorSetup::new(&bed.source.bootstrap, &proxy.bootstrap());
+    let workload = Workload::start(&bed.source, &topic, partitions);
+    let mut args = common_args(
+        &unique_name(name),
+        &unique_name(&format!("{name}-txn")),
+        "300",
+    );
+    args.extend(extra.iter().map(|a| a.to_string()));
+    let mut mirror = setup.start_bare(&topic, &as_strs(&args));
+    let copied = wait_for_target_beyond(&bed.target, &topic, beyond, &mut mirror, PATIENCE);
+    Some(CopyThroughTargetProxy {
+        mirror,
+        workload,
+        topic,
+        copied,
+        _setup: setup,
+        proxy,
+    })
+}
+
 /// Every connection to the target is reset (RST) several times while
 /// eosmirror copies: in-flight produce, commit and position reads fail
 /// mid-way. The target ends an exact copy and eosmirror never stops.
 #[test]
 fn survives_target_connection_resets() {
     let bed = bed();
-    let Some(listener) = bed.target.proxied else {
-        eprintln!("skipped: the target has no proxied listener");
+    let Some(CopyThroughTargetProxy {
+        mut mirror,
+        workload,
+        topic,
+        mut copied,
+        _setup,
+        proxy,
+    }) = copy_through_target_proxy("target-resets", 4, 100, &[])
+    else {
         return;
     };
-    let proxy = Proxy::start(listener);
-    let partitions = 4;
-    let topic = bed.source.create_topic("target-resets", partitions);
-    let alias = unique_name("tresets");
-    let prefix = unique_name("tresets-txn");
-    let setup = MirrorSetup::new(&bed.source.bootstrap, &proxy.bootstrap());
-    let workload = Workload::start(&bed.source, &topic, partitions);
-    let mut mirror = setup.start_bare(&topic, &as_strs(&common_args(&alias, &prefix, "300")));
-    let mut copied = wait_for_target_beyond(&bed.target, &topic, 100, &mut mirror, PATIENCE);
 
     for round in 0..6 {
         proxy.get().reset_connections();
@@ -559,18 +607,16 @@ fn start_with_an_open_transaction(topic: &str, env: &[(&str, &str)]) -> (MirrorS
 /// eosmirror.
 #[test]
 fn a_second_sigterm_exits_at_once() {
-    let bed = bed();
-    let Some(listener) = bed.target.proxied else {
-        eprintln!("skipped: the target has no proxied listener");
+    let Some(CopyThroughTargetProxy {
+        mut mirror,
+        workload,
+        _setup,
+        proxy,
+        ..
+    }) = copy_through_target_proxy("second-signal", 1, 50, &[])
+    else {
         return;
     };
-    let proxy = Proxy::start(listener);
-    let topic = bed.source.create_topic("second-signal", 1);
-    let setup = MirrorSetup::new(&bed.source.bootstrap, &proxy.bootstrap());
-    let workload = Workload::start(&bed.source, &topic, 1);
-    let args = common_args(&unique_name("second"), &unique_name("second-txn"), "300");
-    let mut mirror = setup.start_bare(&topic, &as_strs(&args));
-    wait_for_target_beyond(&bed.target, &topic, 50, &mut mirror, PATIENCE);
     proxy.get().set_fault(Fault::BLACKHOLE);
     sleep_while_running(&mut mirror, Duration::from_secs(1), "the blackhole");
     mirror.signal(libc::SIGTERM);
@@ -634,22 +680,16 @@ fn a_stop_commits_an_open_batch_without_waiting_for_its_interval() {
 /// not outlived.
 #[test]
 fn a_sigterm_during_a_target_outage_exits_within_the_shutdown_timeout() {
-    let bed = bed();
-    let Some(listener) = bed.target.proxied else {
-        eprintln!("skipped: the target has no proxied listener");
+    let Some(CopyThroughTargetProxy {
+        mut mirror,
+        workload,
+        _setup,
+        proxy,
+        ..
+    }) = copy_through_target_proxy("stop-in-outage", 2, 100, &["--shutdown.timeout.ms", "5000"])
+    else {
         return;
     };
-    let proxy = Proxy::start(listener);
-    let partitions = 2;
-    let topic = bed.source.create_topic("stop-in-outage", partitions);
-    let alias = unique_name("stopoutage");
-    let prefix = unique_name("stopoutage-txn");
-    let setup = MirrorSetup::new(&bed.source.bootstrap, &proxy.bootstrap());
-    let workload = Workload::start(&bed.source, &topic, partitions);
-    let mut args = common_args(&alias, &prefix, "300");
-    args.extend(["--shutdown.timeout.ms".to_string(), "5000".to_string()]);
-    let mut mirror = setup.start_bare(&topic, &as_strs(&args));
-    wait_for_target_beyond(&bed.target, &topic, 100, &mut mirror, PATIENCE);
 
     proxy.get().set_fault(Fault::BLACKHOLE);
     // Into the outage: the lanes' batches wait on the target.

@@ -330,6 +330,16 @@ impl Mirror {
         fs::read_to_string(&self.log).unwrap_or_default()
     }
 
+    /// Waits until eosmirror writes `needle` `times` more times from now
+    /// (each within `limit`), e.g. to see a periodic step begin and end
+    /// after something the test did.
+    pub fn wait_for_new_lines(&mut self, needle: &str, times: usize, limit: Duration) {
+        for _ in 0..times {
+            let since = self.output().len();
+            self.wait_for_output(since, &[needle], limit);
+        }
+    }
+
     /// Waits until eosmirror's output after its first `since` bytes has
     /// every one of `needles`, and returns that part. Fails if eosmirror
     /// exits meanwhile, or after `limit`.
