@@ -137,6 +137,13 @@ pub const FLEET_SELECTION_UNSEEN: &str = "fleet::selection-unseen";
 /// timeout.
 pub const LANE_STOP_COMMIT_FAILS: &str = "lane::stop-commit-fails";
 
+/// A fault: after a commit, neither the local state's write of it nor the
+/// reset of the partition that follows a failed write reaches the sled
+/// cache, as when its disk is full. The cache misses a commit: the next
+/// commit must not be recorded after the hole, or group sync would
+/// translate the missing commit's offsets to later copies.
+pub const LANE_CACHE_WRITE_FAILS: &str = "lane::cache-write-fails";
+
 /// Dies here (SIGABRT) if the `FAILPOINTS` environment variable arms the
 /// point named `$name` with `return` for this hit. Without the `failpoints`
 /// feature it only type-checks the name, so every build checks every point.

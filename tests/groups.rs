@@ -1120,6 +1120,86 @@ fn a_group_sync_round_ends_before_the_instance_leaves_the_fleet() {
     assert_eq!(moved.len(), 2, "the round's commit did not land: {moved:?}");
 }
 
+/// A commit the local cache missed (its write and the partition's reset
+/// both failed) must not leave a hole that a later commit's write closes
+/// over: group sync would translate a group inside the missing commit to
+/// the next cached copy, and a consumer would skip the missing commit's
+/// records after a failover.
+#[test]
+#[cfg_attr(
+    not(feature = "failpoints"),
+    ignore = "needs the failpoints feature (tests/run enables it)"
+)]
+fn group_sync_translates_a_commit_the_cache_missed_from_the_target() {
+    let bed = bed();
+    let topic = bed.source.create_topic("groups-cache-hole", 1);
+    let group = unique_name("cache-hole");
+    let batch = |tag: &str| -> Vec<TestRecord> { (0..10).map(|i| record(0, tag, i)).collect() };
+    bed.source.produce(&topic, &batch("a"));
+    bed.source.commit_group(&group, &[(&topic, 0, 0)]);
+
+    let setup = MirrorSetup::new(&bed.source.bootstrap, &bed.target.bootstrap);
+    let mut mirror = setup.start_env(
+        &topic,
+        &["--groups.sync", &group, "--groups.sync.interval.ms", "1000"],
+        &[("FAILPOINTS", "lane::cache-write-fails=1*off->1*return")],
+    );
+    let copied = |mirror: &mut Mirror| {
+        wait_for_copy(
+            &bed.source,
+            &bed.target,
+            &topic,
+            Duration::from_secs(120),
+            mirror,
+        )
+    };
+    copied(&mut mirror);
+    // Each batch is copied before the next is written, so the second
+    // commit, the one not cached, has a commit with copies after it.
+    bed.source.produce(&topic, &batch("b"));
+    copied(&mut mirror);
+    bed.source.produce(&topic, &batch("c"));
+    copied(&mut mirror);
+
+    let output = mirror.output();
+    let needle = "fault point lane::cache-write-fails: source offsets ";
+    let (from, to): (i64, i64) = output
+        .split_once(needle)
+        .and_then(|(_, rest)| rest.split_once(' '))
+        .and_then(|(range, _)| range.split_once(".."))
+        .map(|(from, to)| (from.parse().unwrap(), to.parse().unwrap()))
+        .unwrap_or_else(|| panic!("the fault point was not reached:\n{output}"));
+    assert!(
+        from < to && to < 30,
+        "the missed commit copied nothing or was the last: {from}..{to}"
+    );
+
+    let source = bed.source.read_all(&topic, Isolation::ReadCommitted);
+    let target = bed.target.read_all(&topic, Isolation::ReadCommitted);
+    let inside = (from + to) / 2;
+    bed.source.commit_group(&group, &[(&topic, 0, inside)]);
+    let want = BTreeMap::from([(0, copy_offset(&source, &target, 0, inside))]);
+    mirror.wait_until(
+        Duration::from_secs(30),
+        Duration::from_millis(200),
+        || (bed.target.group_offsets(&group, &topic, 1) == want).then_some(()),
+        |out| {
+            format!(
+                "group sync did not translate source offset {inside} (of the commit the cache \
+                 missed, {from}..{to}) to {want:?}, but to {:?}:\n{}",
+                bed.target.group_offsets(&group, &topic, 1),
+                tail(out, 40)
+            )
+        },
+    );
+    assert_eq!(
+        mirror.stop(Duration::from_secs(30)),
+        0,
+        "{}",
+        mirror.output()
+    );
+}
+
 /// In a failover every group that can move moves: a group with consumers
 /// already on the target is named, with the exit code non-zero, and does
 /// not hold back the others.

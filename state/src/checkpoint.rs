@@ -4,6 +4,8 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
+use crate::Tail;
+
 /// The replicated position of one source partition, as of the last Kafka
 /// transaction recorded in the cache.
 ///
@@ -45,6 +47,17 @@ impl Checkpoint {
     pub(crate) fn would_regress_to(&self, next: &Checkpoint) -> bool {
         next.next_source_offset < self.next_source_offset
             || next.next_target_offset < self.next_target_offset
+    }
+
+    /// Whether `next`, a commit that started from `follows`, takes up where
+    /// `self` ends: same topics, and nothing copied in between. The source
+    /// position may have moved without a commit (a worker resuming past
+    /// records the source deleted): offsets that copied nothing translate
+    /// to the next copy, recorded or not.
+    pub(crate) fn is_followed_by(&self, follows: Tail, next: &Checkpoint) -> bool {
+        self.incarnation == next.incarnation
+            && self.next_source_offset <= follows.next_source_offset
+            && self.next_target_offset == follows.next_target_offset
     }
 }
 

@@ -4,7 +4,7 @@
 use std::io;
 use std::path::PathBuf;
 
-use crate::{Checkpoint, ClusterIdentity, SourcePartition};
+use crate::{Checkpoint, ClusterIdentity, SourcePartition, Tail};
 
 /// Errors returned by [`crate::StateStore`].
 ///
@@ -136,5 +136,25 @@ pub enum StateError {
         stored: Box<Checkpoint>,
         /// The checkpoint that was rejected.
         attempted: Box<Checkpoint>,
+    },
+
+    /// A commit did not start where the stored checkpoint ends (or is of
+    /// other topics): a commit in between was not recorded (its write
+    /// failed) or the worker resumed elsewhere without a reset. Recording it
+    /// would make the missing commit's offsets read as a source gap.
+    #[error(
+        "the state cache of {partition} was not updated: it records {stored}, but \
+         the new commit follows next source offset {}, next target offset {} (an \
+         earlier commit was not recorded, or the topics changed). Reset this \
+         partition's cache; it is rebuilt from the target",
+        follows.next_source_offset, follows.next_target_offset
+    )]
+    CommitDoesNotFollow {
+        /// The partition whose cache would get a hole.
+        partition: SourcePartition,
+        /// The checkpoint already stored (boxed to keep results small).
+        stored: Box<Checkpoint>,
+        /// Where the refused commit started.
+        follows: Tail,
     },
 }

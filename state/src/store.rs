@@ -276,13 +276,18 @@ impl StateStore {
 
     /// Records one committed Kafka transaction of `partition`: its new
     /// `checkpoint` and the offset `runs` it copied, atomically (a crash
-    /// leaves both or neither).
+    /// leaves both or neither). `follows` is the position the transaction
+    /// started from.
     ///
     /// Call it after every successful commit, in commit order: translation
-    /// treats the space between recorded runs as source gaps, so a worker
-    /// that resumes at a position other than the stored checkpoint, or of
-    /// another [`crate::TopicIncarnation`], must call
-    /// [`StateStore::reset_partition`] first.
+    /// treats the space between recorded runs as source gaps, so a commit
+    /// missing from the cache would translate its offsets to later copies,
+    /// skipping its records. Hence, unless nothing is stored or the stored
+    /// checkpoint is of the same [`crate::TopicIncarnation`] with nothing
+    /// copied between it and `follows`, nothing is written and [`StateError::CommitDoesNotFollow`] is
+    /// returned: a worker that resumes elsewhere, or whose write of an
+    /// earlier commit failed, must call [`StateStore::reset_partition`]
+    /// first.
     ///
     /// A position only moves forward: if the stored checkpoint is ahead of
     /// `checkpoint` in source or target offset, nothing is written and
@@ -296,6 +301,7 @@ impl StateStore {
     pub fn record_commit(
         &self,
         partition: &SourcePartition,
+        follows: Tail,
         checkpoint: &Checkpoint,
         runs: &[OffsetRun],
     ) -> Result<(), StateError> {
@@ -344,10 +350,15 @@ impl StateStore {
                         },
                     ));
                 }
-                debug_assert!(
-                    stored.is_none_or(|s| s.incarnation == checkpoint.incarnation),
-                    "{partition}: a commit of other topics than the cached {stored:?} without a reset"
-                );
+                if let Some(stored) = stored.filter(|s| !s.is_followed_by(follows, checkpoint)) {
+                    return Err(ConflictableTransactionError::Abort(
+                        StateError::CommitDoesNotFollow {
+                            partition: partition.clone(),
+                            stored: Box::new(stored),
+                            follows,
+                        },
+                    ));
+                }
                 debug_assert_runs_fit(runs, stored.as_ref(), checkpoint);
 
                 checkpoints.insert(key.as_slice(), value.as_slice())?;

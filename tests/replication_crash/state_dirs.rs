@@ -5,7 +5,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 use eosmirror_state::{
-    Checkpoint, ClusterIdentity, OpenOutcome, SourcePartition, StateStore, TopicIncarnation,
+    Checkpoint, ClusterIdentity, OpenOutcome, SourcePartition, StateStore, Tail, TopicIncarnation,
 };
 
 /// A state dir created for `identity`, holding one checkpoint for `topic`.
@@ -15,6 +15,10 @@ pub(crate) fn make_state_dir(dir: &Path, identity: &ClusterIdentity, topic: &str
     store
         .record_commit(
             &SourcePartition::new(topic, 0),
+            Tail {
+                next_source_offset: 1_000,
+                next_target_offset: 1_001,
+            },
             &Checkpoint {
                 incarnation: TopicIncarnation {
                     source_topic_id: [1; 16],

@@ -9,7 +9,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use eosmirror_state::{Checkpoint, StateStore};
+use eosmirror_state::{Checkpoint, StateStore, Tail};
 use rdkafka::consumer::Consumer;
 use rdkafka::error::KafkaError;
 use rdkafka::message::{BorrowedHeaders, BorrowedMessage, Headers, Message};
@@ -544,6 +544,10 @@ impl LaneSession<'_> {
                 c.committed.copies_end,
                 record.next_source_offset
             );
+            let follows = Tail {
+                next_source_offset: c.committed.next_source_offset,
+                next_target_offset: c.committed.next_target_offset,
+            };
             let position_offset = position_offsets
                 .get(&cursor)
                 .copied()
@@ -554,7 +558,7 @@ impl LaneSession<'_> {
                 next_target_offset: record.next_target_offset,
                 position_offset,
             };
-            cache(&self.worker.state, &record, position_offset);
+            cache(&self.worker.state, follows, &record, position_offset);
             m::transaction_committed(&record.source, touched.records, touched.bytes);
             self.worker.health.copy_progress.committed(
                 lane,
@@ -669,16 +673,29 @@ fn copy_of<'m>(
     record
 }
 
-/// Caches a committed position locally. The cache is only a hint, so a
-/// failure is logged, not fatal.
-fn cache(state: &StateStore, record: &ProgressRecord, position_offset: i64) {
+/// Caches a committed position locally, the commit having started from
+/// `follows`. The cache is only a hint, so a failure is logged, not fatal:
+/// the partition's cache is forgotten, and should that fail too, the store
+/// refuses every later commit until a reset succeeds (a commit missing
+/// from the cache would translate as a source gap).
+fn cache(state: &StateStore, follows: Tail, record: &ProgressRecord, position_offset: i64) {
+    if fault_armed(failpoints::LANE_CACHE_WRITE_FAILS) {
+        tracing::warn!(
+            "fault point {}: source offsets {}..{} of {} not cached, nor the partition reset",
+            failpoints::LANE_CACHE_WRITE_FAILS,
+            follows.next_source_offset,
+            record.next_source_offset,
+            record.source
+        );
+        return;
+    }
     let checkpoint = Checkpoint {
         incarnation: record.lineage.incarnation(),
         next_source_offset: record.next_source_offset,
         next_target_offset: record.next_target_offset,
         progress_offset: position_offset,
     };
-    if let Err(e) = state.record_commit(&record.source, &checkpoint, &record.runs) {
+    if let Err(e) = state.record_commit(&record.source, follows, &checkpoint, &record.runs) {
         tracing::warn!(partition = %record.source, error = %e, "local state not updated; it will be rebuilt from the target");
         let _ = state.reset_partition(&record.source);
     }

@@ -106,7 +106,12 @@ fn create_then_reopen_roundtrip() {
         assert_eq!(store.identity(), &identity());
         assert_eq!(store.checkpoint(&orders).unwrap(), None);
         store
-            .record_commit(&orders, &checkpoint(10, 12), &[run(0, 0, 4), run(6, 4, 4)])
+            .record_commit(
+                &orders,
+                tail(0, 0),
+                &checkpoint(10, 12),
+                &[run(0, 0, 4), run(6, 4, 4)],
+            )
             .unwrap();
         store.flush().unwrap();
     }
@@ -141,7 +146,7 @@ fn foreign_identity_is_refused_and_left_untouched() {
     {
         let (store, _) = open(&dir);
         store
-            .record_commit(&orders, &checkpoint(5, 5), &[run(0, 0, 5)])
+            .record_commit(&orders, tail(0, 0), &checkpoint(5, 5), &[run(0, 0, 5)])
             .unwrap();
     }
     let files_before = listing(&dir);
@@ -373,11 +378,18 @@ fn backwards_checkpoint_is_rejected_and_nothing_written() {
     let (store, _) = open(&dir);
     let orders = SourcePartition::new("orders", 2);
     store
-        .record_commit(&orders, &checkpoint(100, 120), &[run(90, 110, 10)])
+        .record_commit(
+            &orders,
+            tail(90, 110),
+            &checkpoint(100, 120),
+            &[run(90, 110, 10)],
+        )
         .unwrap();
 
     for behind in [checkpoint(99, 130), checkpoint(110, 119)] {
-        let err = store.record_commit(&orders, &behind, &[]).unwrap_err();
+        let err = store
+            .record_commit(&orders, tail(100, 120), &behind, &[])
+            .unwrap_err();
         let StateError::PositionWentBackwards {
             partition,
             stored,
@@ -393,7 +405,12 @@ fn backwards_checkpoint_is_rejected_and_nothing_written() {
     }
     // A rejected commit leaves neither its checkpoint nor its runs behind.
     let err = store
-        .record_commit(&orders, &checkpoint(50, 200), &[run(200, 150, 1)])
+        .record_commit(
+            &orders,
+            tail(100, 120),
+            &checkpoint(50, 200),
+            &[run(200, 150, 1)],
+        )
         .unwrap_err();
     assert!(matches!(err, StateError::PositionWentBackwards { .. }));
     assert_eq!(
@@ -410,8 +427,88 @@ fn backwards_checkpoint_is_rejected_and_nothing_written() {
         progress_offset: 77,
         ..checkpoint(100, 120)
     };
-    store.record_commit(&orders, &idle, &[]).unwrap();
+    store
+        .record_commit(&orders, tail(100, 120), &idle, &[])
+        .unwrap();
     assert_eq!(store.checkpoint(&orders).unwrap(), Some(idle));
+}
+
+/// A commit's cache write failed and so did the reset after it: the next
+/// commit must not be recorded, or the missing commit's offsets would read
+/// as a source gap and translate to the next copy, skipping their records.
+#[test]
+fn a_commit_that_does_not_follow_the_stored_one_is_refused_and_nothing_written() {
+    let (_tmp, dir) = state_dir();
+    let (store, _) = open(&dir);
+    let orders = SourcePartition::new("orders", 2);
+    store
+        .record_commit(&orders, tail(0, 0), &checkpoint(10, 11), &[run(0, 0, 10)])
+        .unwrap();
+    // Not recorded: source 10..20 → target 11..21.
+    let after_hole = checkpoint(30, 32);
+    let err = store
+        .record_commit(&orders, tail(20, 22), &after_hole, &[run(20, 22, 10)])
+        .unwrap_err();
+    let StateError::CommitDoesNotFollow {
+        partition,
+        stored,
+        follows,
+    } = &err
+    else {
+        panic!("expected CommitDoesNotFollow, got {err:?}");
+    };
+    assert_eq!(partition, &orders);
+    assert_eq!(**stored, checkpoint(10, 11));
+    assert_eq!(*follows, tail(20, 22));
+    assert!(err.to_string().contains("orders-2"), "{err}");
+    assert_eq!(store.checkpoint(&orders).unwrap(), Some(checkpoint(10, 11)));
+    assert_eq!(
+        store.translate(&orders, 15).unwrap(),
+        Some(OffsetLookup::Tail(tail(10, 11))),
+        "an offset of the missing commit translates to the tail the cache knows"
+    );
+
+    // Same offsets, other topics (started over without a reset): refused.
+    let started_over = Checkpoint {
+        incarnation: TopicIncarnation {
+            source_topic_id: [3; 16],
+            target_topic_id: [4; 16],
+        },
+        ..checkpoint(20, 21)
+    };
+    let err = store
+        .record_commit(&orders, tail(10, 11), &started_over, &[run(10, 11, 10)])
+        .unwrap_err();
+    assert!(
+        matches!(err, StateError::CommitDoesNotFollow { .. }),
+        "{err:?}"
+    );
+
+    // A source position moved without a commit, nothing copied (records
+    // the source deleted before their copy): still continuous.
+    store
+        .record_commit(
+            &orders,
+            tail(12, 11),
+            &checkpoint(14, 14),
+            &[run(12, 11, 2)],
+        )
+        .unwrap();
+    assert_eq!(
+        store.translate(&orders, 10).unwrap(),
+        Some(OffsetLookup::Exact(11))
+    );
+
+    // After a reset, the cache starts again at whatever commit comes next.
+    store.reset_partition(&orders).unwrap();
+    store
+        .record_commit(&orders, tail(20, 22), &after_hole, &[run(20, 22, 10)])
+        .unwrap();
+    assert_eq!(store.translate(&orders, 15).unwrap(), None);
+    assert_eq!(
+        store.translate(&orders, 25).unwrap(),
+        Some(OffsetLookup::Exact(27))
+    );
 }
 
 #[test]
@@ -422,6 +519,7 @@ fn overlapping_runs_trip_a_debug_assertion() {
     let (store, _) = open(&dir);
     let _ = store.record_commit(
         &SourcePartition::new("orders", 0),
+        tail(0, 0),
         &checkpoint(20, 20),
         &[run(0, 0, 10), run(5, 10, 5)],
     );
@@ -435,9 +533,9 @@ fn runs_before_the_previous_checkpoint_trip_a_debug_assertion() {
     let (store, _) = open(&dir);
     let orders = SourcePartition::new("orders", 0);
     store
-        .record_commit(&orders, &checkpoint(10, 10), &[run(0, 0, 10)])
+        .record_commit(&orders, tail(0, 0), &checkpoint(10, 10), &[run(0, 0, 10)])
         .unwrap();
-    let _ = store.record_commit(&orders, &checkpoint(20, 21), &[run(5, 11, 5)]);
+    let _ = store.record_commit(&orders, tail(10, 10), &checkpoint(20, 21), &[run(5, 11, 5)]);
 }
 
 /// Runs for "orders-0": source 10..15 → target 100..105, a source gap
@@ -448,10 +546,20 @@ fn store_with_two_runs() -> (tempfile::TempDir, StateStore, SourcePartition) {
     let (store, _) = open(&dir);
     let orders = SourcePartition::new("orders", 0);
     store
-        .record_commit(&orders, &checkpoint(15, 106), &[run(10, 100, 5)])
+        .record_commit(
+            &orders,
+            tail(10, 100),
+            &checkpoint(15, 106),
+            &[run(10, 100, 5)],
+        )
         .unwrap();
     store
-        .record_commit(&orders, &checkpoint(25, 110), &[run(20, 106, 3)])
+        .record_commit(
+            &orders,
+            tail(15, 106),
+            &checkpoint(25, 110),
+            &[run(20, 106, 3)],
+        )
         .unwrap();
     (tmp, store, orders)
 }
@@ -520,6 +628,7 @@ fn partitions_and_prefix_topics_do_not_bleed() {
         store
             .record_commit(
                 partition,
+                tail(start, *base),
                 &checkpoint(start + 5, base + 6),
                 &[run(start, *base, 5)],
             )
@@ -559,7 +668,12 @@ fn reset_partition_removes_only_that_partition() {
     ];
     for partition in &parts {
         store
-            .record_commit(partition, &checkpoint(5, 6), &[run(0, 0, 2), run(3, 2, 2)])
+            .record_commit(
+                partition,
+                tail(0, 0),
+                &checkpoint(5, 6),
+                &[run(0, 0, 2), run(3, 2, 2)],
+            )
             .unwrap();
     }
 
@@ -578,7 +692,7 @@ fn reset_partition_removes_only_that_partition() {
     // After a reset the partition records from wherever the target says,
     // even "behind" the forgotten checkpoint.
     store
-        .record_commit(&parts[0], &checkpoint(3, 4), &[run(1, 1, 2)])
+        .record_commit(&parts[0], tail(1, 1), &checkpoint(3, 4), &[run(1, 1, 2)])
         .unwrap();
     assert_eq!(
         store.translate(&parts[0], 2).unwrap(),
@@ -599,7 +713,7 @@ fn translation_is_one_snapshot_while_commits_land() {
         let (store, _) = open(&dir);
         let orders = SourcePartition::new("orders", 0);
         store
-            .record_commit(&orders, &checkpoint(10, 11), &[run(0, 0, 10)])
+            .record_commit(&orders, tail(0, 0), &checkpoint(10, 11), &[run(0, 0, 10)])
             .unwrap();
         let mut calls = 0;
         let translation = store
@@ -607,7 +721,12 @@ fn translation_is_one_snapshot_while_commits_land() {
                 calls += 1;
                 if calls == commit_at {
                     store
-                        .record_commit(&orders, &checkpoint(20, 22), &[run(10, 11, 10)])
+                        .record_commit(
+                            &orders,
+                            tail(10, 11),
+                            &checkpoint(20, 22),
+                            &[run(10, 11, 10)],
+                        )
                         .unwrap();
                 }
             })
@@ -629,7 +748,7 @@ fn translation_gives_up_while_every_read_races_a_commit() {
     let (store, _) = open(&dir);
     let orders = SourcePartition::new("orders", 0);
     store
-        .record_commit(&orders, &checkpoint(10, 11), &[run(0, 0, 10)])
+        .record_commit(&orders, tail(0, 0), &checkpoint(10, 11), &[run(0, 0, 10)])
         .unwrap();
     let (mut next_source, mut next_target) = (10, 11);
     let translation = store
@@ -637,6 +756,7 @@ fn translation_gives_up_while_every_read_races_a_commit() {
             store
                 .record_commit(
                     &orders,
+                    tail(next_source, next_target),
                     &checkpoint(next_source + 10, next_target + 11),
                     &[run(next_source, next_target, 10)],
                 )
@@ -665,6 +785,7 @@ fn commit_transactions(
         store
             .record_commit(
                 partition,
+                tail(2 * i, 2 * i),
                 &checkpoint(2 * i + 2, 2 * i + 2),
                 &[run(2 * i, 2 * i, 1)],
             )
@@ -719,7 +840,12 @@ fn a_commit_of_more_runs_than_kept_drops_every_older_run_first() {
     let limit = MAX_RUNS_PER_PARTITION as i64;
     let runs: Vec<OffsetRun> = (5..limit + 20).map(|i| run(2 * i, 2 * i, 1)).collect();
     store
-        .record_commit(&orders, &checkpoint(2 * limit + 40, 2 * limit + 40), &runs)
+        .record_commit(
+            &orders,
+            tail(10, 10),
+            &checkpoint(2 * limit + 40, 2 * limit + 40),
+            &runs,
+        )
         .unwrap();
     assert_eq!(stored_runs(&store, &orders), MAX_RUNS_PER_PARTITION);
     // No older run survives a newer one: the oldest kept is the 20th.
