@@ -308,8 +308,9 @@ fn read_histories(
 
 /// Where the history `search` needs starts in `topic`-`partition`, whose
 /// committed records are `[low, high)`: read backwards in chunks that
-/// double, so a tail of n records costs reading at most some 2n. `low` when
-/// the tail needed reaches back that far.
+/// double up to [`MAX_TAIL_CHUNK`], so a tail of n records costs reading at
+/// most some 2n, and the summaries of a chunk held at once stay near 10 MB. `low`
+/// when the tail needed reaches back that far.
 fn tail_start(
     target: &Side,
     topic: &str,
@@ -323,7 +324,7 @@ fn tail_start(
     while start > low && !search.covered() {
         let end = start;
         start = (end - chunk).max(low);
-        chunk = chunk.saturating_mul(2);
+        chunk = chunk.saturating_mul(2).min(MAX_TAIL_CHUNK);
         let mut records = Vec::new();
         for_each_record(target, topic, partition, start, end, |record| {
             let key = (record.source.topic.clone(), record.source.partition);
@@ -338,6 +339,11 @@ fn tail_start(
 
 /// Offsets of the first chunk [`tail_start`] reads.
 const FIRST_TAIL_CHUNK: i64 = 4096;
+
+/// Offsets of the largest chunk [`tail_start`] reads: some 200 bytes of
+/// summary each, so a long tail (a group days behind) costs more reads of
+/// the progress topic, not more memory.
+const MAX_TAIL_CHUNK: i64 = 65_536;
 
 fn seal(histories: Histories) -> Mappings {
     histories

@@ -57,19 +57,26 @@ impl OffsetMap {
     /// Adds one progress record's runs and position. Records arrive in
     /// commit order, so positions only move forward.
     pub fn add(&mut self, runs: &[OffsetRun], next_source_offset: i64, next_target_offset: i64) {
-        for run in runs {
+        for &run in runs {
             if self.pending.is_none() {
-                self.by_target.push(*run);
+                self.by_target.push(run);
             }
-            if self
-                .source_end_read
-                .is_some_and(|end| run.source_start < end)
-            {
-                // A second copy of source offsets already mapped: the source
-                // view keeps the first; the target view knows both, so the
-                // second copy is reported as a duplicate where it is met.
-                continue;
-            }
+            // A second copy of source offsets already mapped: the source
+            // view keeps the first, and takes from this run only the offsets
+            // past them; the target view knows both, so the second copy is
+            // reported as a duplicate where it is met.
+            let run = match self.source_end_read {
+                Some(end) if run.source_end() <= end => continue,
+                Some(end) if run.source_start < end => {
+                    let mapped = end - run.source_start;
+                    OffsetRun {
+                        source_start: end,
+                        target_start: run.target_start + mapped,
+                        len: run.len - mapped as u64,
+                    }
+                }
+                _ => run,
+            };
             self.source_end_read = Some(run.source_end());
             self.first_source.get_or_insert(run.source_start);
             if let Some(pending) = &mut self.pending {
@@ -87,7 +94,7 @@ impl OffsetMap {
                 {
                     last.len += run.len
                 }
-                _ => self.by_source.push(*run),
+                _ => self.by_source.push(run),
             }
         }
         self.replicated_position = Some(
@@ -290,10 +297,20 @@ mod tests {
             for _ in 0..next(40) {
                 let len = 1 + next(4);
                 runs.push(run(s, t, len));
-                if next(8) == 0 {
-                    // A second copy of the run's first record.
-                    runs.push(run(s, t + len as i64 + 1, 1));
-                    t += 2;
+                match next(8) {
+                    0 => {
+                        // A second copy of the run's first record.
+                        runs.push(run(s, t + len as i64 + 1, 1));
+                        t += 2;
+                    }
+                    1 => {
+                        // A second copy of the run's last record and one
+                        // offset past the run, copied only here.
+                        runs.push(run(s + len as i64 - 1, t + len as i64 + 1, 2));
+                        s += 1;
+                        t += 3;
+                    }
+                    _ => {}
                 }
                 s += len as i64 + next(3) as i64;
                 t += len as i64 + 1 + next(2) as i64;
@@ -331,5 +348,25 @@ mod tests {
         assert_eq!(m.by_source.len(), 1);
         assert_eq!(m.target_of(3), Some(3));
         assert_eq!(m.source_of(10), Some(3));
+    }
+
+    /// A second copy that also copied offsets past the first one's end maps
+    /// those offsets; only the offsets copied before are a second copy.
+    #[test]
+    fn a_partly_second_copy_maps_the_offsets_it_copied_first() {
+        let m = map(&[run(0, 0, 4), run(2, 10, 4)]);
+        assert_eq!(m.target_of(3), Some(3));
+        assert_eq!(m.target_of(4), Some(12));
+        assert_eq!(m.target_of(5), Some(13));
+        assert_eq!(m.first_at_or_after(4), Some((4, 12)));
+        assert_eq!(m.source_of(11), Some(3));
+        assert_eq!(m.replicated_position, Some(6));
+
+        let mut answering = OffsetMap::answering([5].into());
+        for r in [run(0, 0, 4), run(2, 10, 4)] {
+            answering.add(&[r], r.source_end(), r.target_end() + 1);
+        }
+        answering.seal();
+        assert_eq!(answering.first_at_or_after(5), Some((5, 13)));
     }
 }
