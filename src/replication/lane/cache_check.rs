@@ -42,13 +42,18 @@ pub(super) fn check_cache(
             None => CacheCheck::TargetLost { target_next: None },
         };
     }
-    let target_next = target
-        .filter(|record| record.lineage == *current)
-        .map(|record| record.next_source_offset);
-    match target_next {
-        Some(next) if next == cached.next_source_offset => CacheCheck::Agrees,
-        Some(next) if next > cached.next_source_offset => CacheCheck::Forget,
-        _ => CacheCheck::TargetLost { target_next },
+    let target = target.filter(|record| record.lineage == *current);
+    match target.map(|record| (record.next_source_offset, record.next_target_offset)) {
+        Some(next) if next == (cached.next_source_offset, cached.next_target_offset) => {
+            CacheCheck::Agrees
+        }
+        // Level in source offsets but not in target offsets: the target's
+        // copies are not the ones cached (it lost commits that were copied
+        // again); it is the source of truth.
+        Some((next, _)) if next >= cached.next_source_offset => CacheCheck::Forget,
+        next => CacheCheck::TargetLost {
+            target_next: next.map(|(source, _)| source),
+        },
     }
 }
 
@@ -104,6 +109,13 @@ mod tests {
         assert_eq!(
             check_cache(&cached(&today, 100), &today, None),
             CacheCheck::TargetLost { target_next: None }
+        );
+        // Level in source offsets, not in target offsets: other copies.
+        let mut elsewhere = target(&today, 100);
+        elsewhere.next_target_offset += 5;
+        assert_eq!(
+            check_cache(&cached(&today, 100), &today, Some(&elsewhere)),
+            CacheCheck::Forget
         );
     }
 

@@ -228,6 +228,36 @@ fn a_second_copy_is_duplicated() {
     drop(map);
 }
 
+/// A second copy that went on past the first one's end: only the offsets
+/// copied twice are duplicated; the ones it copied first are its to map.
+#[test]
+fn a_second_copy_running_past_the_first_duplicates_only_the_overlap() {
+    let mut src = source(6, &[]);
+    let committed: Vec<_> = src.committed.values().cloned().collect();
+    let target = with_offsets([&committed[0..4], &committed[2..6]].concat());
+    let mut map = OffsetMap::default();
+    for (source_start, target_start) in [(0, 0), (2, 4)] {
+        map.add(
+            &[OffsetRun {
+                source_start,
+                target_start,
+                len: 4,
+            }],
+            source_start + 4,
+            target_start + 4,
+        );
+    }
+    map.seal();
+    let r = mapped(&mut src, target, &map, 6);
+    assert_eq!(
+        found(&r),
+        vec![
+            (Class::Duplicated, Some(2), Some(4)),
+            (Class::Duplicated, Some(3), Some(5))
+        ]
+    );
+}
+
 #[test]
 fn an_altered_header_is_altered_with_the_field_named() {
     let mut src = source(10, &[]);
