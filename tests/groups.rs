@@ -489,6 +489,57 @@ fn one_lanes_expired_history_does_not_expire_the_partitions_of_another() {
     );
 }
 
+/// A progress topic deleted and created again (by `run`, which finds it
+/// missing) starts empty, not where retention would have left it: a group
+/// offset among the copies made before is refused as expired, not
+/// translated to the first copy after (which would skip the records in
+/// between); an offset copied since translates exactly.
+#[test]
+fn a_group_behind_a_progress_topic_deleted_and_created_again_is_refused_as_expired() {
+    let bed = bed();
+    let topic = bed.source.create_topic("groups-progress-recreated", 1);
+    let old: Vec<TestRecord> = (0..20).map(|i| record(0, "old", i)).collect();
+    bed.source.produce(&topic, &old);
+    let setup = MirrorSetup::new(&bed.source.bootstrap, &bed.target.bootstrap);
+    setup.copy_and_check(&topic, &[], &[&topic]);
+
+    let progress = InternalTopics::for_alias(&setup.alias).progress;
+    bed.target.delete_topic(&progress);
+    let new: Vec<TestRecord> = (0..10).map(|i| record(0, "new", i)).collect();
+    bed.source.produce(&topic, &new);
+    let output = setup.copy_and_check(&topic, &[], &[&topic]);
+    assert!(
+        bed.target.partition_count(&progress).is_some(),
+        "run did not create the progress topic again:\n{output}"
+    );
+
+    let source = bed.source.read_all(&topic, Isolation::ReadCommitted);
+    let target = bed.target.read_all(&topic, Isolation::ReadCommitted);
+    for (offset, expired) in [(5, true), (25, false)] {
+        let group = unique_name("progress-recreated");
+        bed.source.commit_group(&group, &[(&topic, 0, offset)]);
+        let (_, stdout, stderr) =
+            setup.command("translate", &["--group", &group, "--format", "json"]);
+        let report: serde_json::Value =
+            serde_json::from_str(&stdout).unwrap_or_else(|_| panic!("{stdout}\n{stderr}"));
+        let partition = &report["partitions"][0];
+        if expired {
+            assert!(
+                partition["error"]
+                    .as_str()
+                    .is_some_and(|e| e.contains("deleted and created again")),
+                "source offset {offset}: {report}"
+            );
+        } else {
+            assert_eq!(
+                partition["translation"]["target_offset"].as_i64(),
+                Some(copy_offset(&source, &target, 0, offset)),
+                "source offset {offset}: {report}"
+            );
+        }
+    }
+}
+
 /// Translation reads only the tail of the mapping history the groups need,
 /// not all of it: a progress topic whose oldest record is unreadable
 /// (standing for days of history) still translates a recent group offset,

@@ -410,6 +410,8 @@ fn fake_copy(topic: &str, alias: &str, writes: &[(i64, &ReadRecord)]) {
         next_target_offset: writes.len() as i64,
         instance: 7,
         committed_at_ms: 0,
+        // The whole history of this copy.
+        begins_history: true,
     };
     bed.target.produce(
         &progress,

@@ -65,16 +65,16 @@ impl TranslatedOffset {
 pub enum Untranslatable {
     #[error("nothing of this partition has been replicated yet: translate it once `eosmirror run` has copied some of it")]
     NothingReplicated,
-    #[error("source offset {offset} precedes the oldest offset mapping kept ({first_mapped}); the progress topic's retention (--progress.retention.ms) deleted the older mappings, so the exact target offset is no longer known. Set this partition of the group on the target yourself (kafka-consumer-groups.sh --reset-offsets: an earlier offset re-reads records, a later one skips them) or leave its topic out (`translate --topic`), and keep --progress.retention.ms above the longest a group lags")]
+    #[error("source offset {offset} precedes the oldest offset mapping kept ({first_mapped}); the progress topic's retention (--progress.retention.ms) deleted the older mappings (or the progress topic was deleted and created again since), so the exact target offset is no longer known. Set this partition of the group on the target yourself (kafka-consumer-groups.sh --reset-offsets: an earlier offset re-reads records, a later one skips them) or leave its topic out (`translate --topic`), and keep --progress.retention.ms above the longest a group lags")]
     MappingExpired { offset: i64, first_mapped: i64 },
     #[error(transparent)]
     Recreated(#[from] Recreated),
 }
 
 /// Translates `source_offset` through `map`. `history_truncated` says the
-/// history this partition needed lost its oldest records to the progress
-/// topic's retention, so offsets before the first mapping kept are unknown
-/// rather than gaps.
+/// history this partition needed lost its oldest records (to the progress
+/// topic's retention, or with the topic deleted and created again), so
+/// offsets before the first mapping kept are unknown rather than gaps.
 pub fn translate(
     map: &OffsetMap,
     history_truncated: bool,

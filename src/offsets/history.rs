@@ -26,8 +26,8 @@ pub type TargetEnds = BTreeMap<(String, i32), i64>;
 pub type Answering = BTreeMap<(String, i32), BTreeSet<i64>>;
 
 /// The source partitions whose history needed was truncated by the
-/// progress topic's retention: below their first mapping kept, nothing is
-/// known. Per partition, since one lane's retention says nothing of
+/// progress topic's retention (or lost with the topic, deleted and created
+/// again): below their first mapping kept, nothing is known. Per partition, since one lane's retention says nothing of
 /// another's, nor of a partition whose range its newer commits cover.
 pub type Truncated = BTreeSet<(String, i32)>;
 
@@ -244,6 +244,8 @@ fn read_histories(
     // The lineage of each partition's first record past the snapshot: a
     // record of a newer lineage still replaces what was cut.
     let mut cut_lineages: BTreeMap<(String, i32), Lineage> = BTreeMap::new();
+    // Whether each history read begins with the record that began it.
+    let mut begun: BTreeMap<(String, i32), bool> = BTreeMap::new();
     for (partition, low, high) in holding(ranges, wanted) {
         let keys = wanted
             .iter()
@@ -265,7 +267,7 @@ fn read_histories(
         };
         // Retention deleted the beginning of a history still needed.
         if low > 0 && start == low {
-            truncated.extend(uncovered);
+            truncated.extend(uncovered.iter().cloned());
         }
         for_each_record(target, progress_topic, partition, start, high, |record| {
             let key = (record.source.topic.clone(), record.source.partition);
@@ -293,15 +295,29 @@ fn read_histories(
                     return;
                 }
             }
-            let (lineage, map) = histories
-                .entry(key.clone())
-                .or_insert_with(|| (record.lineage.clone(), fresh_map(answering, &key)));
+            let (lineage, map) = histories.entry(key.clone()).or_insert_with(|| {
+                begun.insert(key.clone(), record.begins_history);
+                (record.lineage.clone(), fresh_map(answering, &key))
+            });
             if *lineage != record.lineage {
+                begun.insert(key.clone(), record.begins_history);
                 *lineage = record.lineage.clone();
                 *map = fresh_map(answering, &key);
             }
             map.add_commit(&record);
         })?;
+        // Read from offset 0, a history is complete only if it begins with
+        // the record that began it: one without (or a position without any
+        // history) lost its beginning to a progress topic deleted and
+        // created again, which starts empty, not where retention left it.
+        if low == 0 && start == 0 {
+            let has_position =
+                |key: &(String, i32)| known.is_some_and(|known| known.positions.contains_key(key));
+            truncated.extend(uncovered.into_iter().filter(|key| match begun.get(key) {
+                Some(&begins) => !begins,
+                None => has_position(key),
+            }));
+        }
     }
     Ok((histories, later, truncated))
 }

@@ -221,6 +221,7 @@ mod tests {
             next_target_offset: target + len as i64 + 1,
             instance: 1,
             committed_at_ms: 0,
+            begins_history: false,
         }
     }
 

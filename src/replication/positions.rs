@@ -457,6 +457,7 @@ mod tests {
             next_target_offset: 9,
             instance: 42,
             committed_at_ms: 1_700_000_000_000,
+            begins_history: false,
         }
     }
 

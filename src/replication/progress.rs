@@ -26,11 +26,18 @@ use crate::topics::identity::TopicId;
 /// Version 3: every record names its [`Lineage`]. Version 4: every record
 /// says where the partition's copies end ([`ProgressRecord::copies_end`]);
 /// version-3 records are still read (see [`without_copies_end`]), so the
-/// copy's history stays readable. (The groups topic's records have a
-/// version of their own: see `groups/record.rs`.)
-pub(crate) const FORMAT_VERSION: u8 = 4;
+/// copy's history stays readable. Version 5: the first record of each
+/// partition's history says so ([`ProgressRecord::begins_history`]);
+/// version-4 records are read as version 5 with the flag set, which keeps
+/// what readers assumed of them. (The groups topic's records have a version
+/// of their own: see `groups/record.rs`.)
+pub(crate) const FORMAT_VERSION: u8 = 5;
 
-/// The version of the values written before [`FORMAT_VERSION`] 4.
+/// The version of the values written before [`FORMAT_VERSION`] 5: the
+/// same fields but the last, `begins_history`.
+const WITHOUT_BEGINS_HISTORY: u8 = 4;
+
+/// The version of the values written before version 4.
 const WITHOUT_COPIES_END: u8 = 3;
 
 /// The version byte of record keys: the key (a source partition) has not
@@ -136,6 +143,15 @@ pub struct ProgressRecord {
     pub instance: u64,
     /// Wall-clock time of the commit (ms since the epoch), for lag reports.
     pub committed_at_ms: i64,
+    /// Whether this is the first record of the partition's history in this
+    /// lineage: the claim of a session that starts copying the partition
+    /// (nothing copied before, or its topic started over). A history read
+    /// from its beginning is complete only if it begins with such a record:
+    /// a progress topic deleted and created again starts empty, not with
+    /// these, and the offsets copied before it must read as expired, not
+    /// as a gap before the first copy. The last field: version-4 values
+    /// are decoded with it appended.
+    pub begins_history: bool,
 }
 
 /// A progress or position record could not be decoded.
@@ -180,17 +196,20 @@ impl ProgressRecord {
     }
 
     /// Reads a value written by [`ProgressRecord::encode`] of this version
-    /// or of version 3; another format version is an error naming it.
+    /// or of versions 4 and 3; another format version is an error naming it.
     pub fn decode(bytes: &[u8]) -> Result<ProgressRecord, DecodeError> {
         let (&version, body) = bytes.split_first().ok_or(DecodeError::Empty)?;
         match version {
             FORMAT_VERSION => decode_body(body),
+            // The same encoding without the last field: a bincode `true` is
+            // the byte 1.
+            WITHOUT_BEGINS_HISTORY => decode_body(&[body, &[1]].concat()),
             WITHOUT_COPIES_END => {
                 decode_body::<without_copies_end::ProgressRecord>(body).map(Into::into)
             }
             other => Err(unknown_version(
                 other,
-                &[FORMAT_VERSION, WITHOUT_COPIES_END],
+                &[FORMAT_VERSION, WITHOUT_BEGINS_HISTORY, WITHOUT_COPIES_END],
             )),
         }
     }
@@ -244,6 +263,7 @@ mod without_copies_end {
                 next_target_offset: r.next_target_offset,
                 instance: r.instance,
                 committed_at_ms: r.committed_at_ms,
+                begins_history: true,
             }
         }
     }
@@ -363,6 +383,7 @@ mod tests {
             next_target_offset: 9,
             instance: 42,
             committed_at_ms: 1_700_000_000_000,
+            begins_history: false,
         }
     }
 
@@ -409,9 +430,43 @@ mod tests {
             ),
         );
         let read = ProgressRecord::decode(&v3).unwrap();
-        assert_eq!(read, r);
+        assert_eq!(
+            read,
+            ProgressRecord {
+                begins_history: true,
+                ..r.clone()
+            }
+        );
         assert_eq!(read.copies_end, read.next_source_offset);
         assert_eq!(ProgressRecord::key(&r.source)[0], 3);
+    }
+
+    /// Records written by version 4 are read with `begins_history` set:
+    /// a history of them read from offset 0 counts as complete, as it did.
+    #[test]
+    fn version_4_records_are_read_as_beginning_the_history() {
+        let r = record();
+        let v4 = encode_with_version(
+            4,
+            &(
+                &r.source,
+                &r.lineage,
+                &r.runs,
+                r.next_source_offset,
+                r.copies_end,
+                r.next_target_offset,
+                r.instance,
+                r.committed_at_ms,
+            ),
+        );
+        let read = ProgressRecord::decode(&v4).unwrap();
+        assert_eq!(
+            read,
+            ProgressRecord {
+                begins_history: true,
+                ..r
+            }
+        );
     }
 
     #[test]
@@ -426,7 +481,7 @@ mod tests {
         assert!(
             unknown
                 .to_string()
-                .starts_with("progress record has format version 9; this eosmirror understands versions 4 and 3 only"),
+                .starts_with("progress record has format version 9; this eosmirror understands versions 5, 4 and 3 only"),
             "{unknown}"
         );
         assert!(matches!(

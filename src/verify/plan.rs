@@ -53,7 +53,7 @@ pub fn plan_mapped(i: &PlanInputs<'_>) -> Plan {
     let position = map.replicated_position;
     let mut unverifiable = Vec::new();
     let no_history = |from: i64, to: i64| {
-        format!("no offset mapping for target offsets [{from}, {to}): the progress topic's retention (--progress.retention.ms of `run`) deleted it; verify a later range with --since or --last")
+        format!("no offset mapping for target offsets [{from}, {to}): the progress topic's retention (--progress.retention.ms of `run`) deleted it, or the progress topic was deleted and created again since; verify a later range with --since or --last")
     };
     // Copies of source offsets [first copied, `to`) that the mapping knows
     // but the target no longer holds (its retention, or DeleteRecords):
@@ -144,7 +144,7 @@ pub fn plan_mapped(i: &PlanInputs<'_>) -> Plan {
             if i.history_truncated && first_known.is_some_and(|known| known > from) {
                 // Not read: with no mapping, its records would look missing.
                 let to = first_known.unwrap_or(from);
-                unverifiable.push(format!("no offset mapping for source offsets [{from}, {to}): the progress topic's retention (--progress.retention.ms of `run`) deleted it; verify a later range with --since or --last"));
+                unverifiable.push(format!("no offset mapping for source offsets [{from}, {to}): the progress topic's retention (--progress.retention.ms of `run`) deleted it, or the progress topic was deleted and created again since; verify a later range with --since or --last"));
                 (to, target_from)
             } else {
                 (from, target_from)

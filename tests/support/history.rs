@@ -53,6 +53,7 @@ impl Cluster {
                         next_target_offset: i + shift + 1,
                         instance: 7,
                         committed_at_ms: 0,
+                        begins_history: i == 0,
                     }
                     .encode(),
                 ),
@@ -110,6 +111,7 @@ impl Cluster {
             next_target_offset: next_target,
             instance: 7,
             committed_at_ms: 0,
+            begins_history: false,
         };
         TestRecord {
             partition: 0,

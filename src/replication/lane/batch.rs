@@ -441,6 +441,7 @@ impl LaneSession<'_> {
                     next_target_offset,
                     instance: settings.instance,
                     committed_at_ms: crate::clock::unix_millis(),
+                    begins_history: false,
                 },
             ));
         }

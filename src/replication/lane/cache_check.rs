@@ -91,6 +91,7 @@ mod tests {
             next_target_offset: next_source_offset + 1,
             instance: 1,
             committed_at_ms: 0,
+            begins_history: false,
         }
     }
 

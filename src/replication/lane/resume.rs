@@ -266,7 +266,6 @@ impl LaneWorker {
     ) -> Result<Result<Cursor, SessionEnd>, WorkerError> {
         let settings = &*self.settings;
         let timeout = call_timeout(settings);
-        let mut started_over = false;
         let resume = match resume {
             Some(r) => match lineage::compare(
                 &partition,
@@ -280,7 +279,6 @@ impl LaneWorker {
                     self.state.reset_partition(&partition).map_err(|e| {
                         self.fatal(format!("local state: forgetting {partition}: {e}"))
                     })?;
-                    started_over = true;
                     None
                 }
             },
@@ -343,7 +341,7 @@ impl LaneWorker {
             latency: m::replication_latency(&partition.topic),
             partition,
             lineage,
-            started_over,
+            starts_history: resume.is_none(),
             committed,
         }))
     }

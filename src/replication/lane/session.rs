@@ -79,9 +79,11 @@ pub(super) struct Cursor {
     pub(super) partition: SourcePartition,
     /// The topics the session resumed, which every commit checks.
     pub(super) lineage: Lineage,
-    /// The topic was recreated and starts over in this session: its claim
-    /// also opens the new lineage's history in the progress topic.
-    pub(super) started_over: bool,
+    /// The partition's copy starts in this session (it has no position
+    /// yet, or its topic was recreated and starts over): its claim also
+    /// opens the lineage's history in the progress topic, marked as its
+    /// beginning ([`ProgressRecord::begins_history`]).
+    pub(super) starts_history: bool,
     /// Where the copy stands on the target, moved forward at each commit.
     pub(super) committed: Committed,
     /// Where this partition's copies' end-to-end latencies go.
@@ -376,9 +378,11 @@ impl<'w> LaneSession<'w> {
     /// Commits this session's claim on the lane (invariant 4): a position
     /// record per partition at its resumed position, with no runs, carrying
     /// this process's instance id. Claims go to the position topic only,
-    /// except for a partition that starts over: its claim also goes to the
-    /// progress topic, so the history switches lineage before any position
-    /// of the new lineage exists (what translation relies on).
+    /// except for a partition whose copy starts here: its claim also goes
+    /// to the progress topic, marked as the history's beginning, so that a
+    /// history read from the start is known complete, and a topic started
+    /// over switches lineage there before any position of the new lineage
+    /// exists (what translation relies on).
     fn claim(&mut self) -> Result<(), TxnFailure> {
         let settings = &*self.worker.settings;
         let partition = self.worker.lane.internal_partition();
@@ -394,6 +398,7 @@ impl<'w> LaneSession<'w> {
                 next_target_offset: c.committed.next_target_offset,
                 instance: settings.instance,
                 committed_at_ms: crate::clock::unix_millis(),
+                begins_history: c.starts_history,
             };
             encoded.push((cursor, ProgressRecord::key(&c.partition), record.encode()));
         }
@@ -401,7 +406,7 @@ impl<'w> LaneSession<'w> {
         let topics = &settings.internal_topics;
         for (cursor, key, value) in &encoded {
             let mut targets = vec![(&topics.position, Slot::Position { cursor: *cursor })];
-            if self.cursors[*cursor].started_over {
+            if self.cursors[*cursor].starts_history {
                 targets.push((&topics.progress, Slot::Progress { cursor: *cursor }));
             }
             for (topic, slot) in targets {
