@@ -244,8 +244,10 @@ fn read_histories(
     // The lineage of each partition's first record past the snapshot: a
     // record of a newer lineage still replaces what was cut.
     let mut cut_lineages: BTreeMap<(String, i32), Lineage> = BTreeMap::new();
-    // Whether each history read begins with the record that began it.
+    // Whether each history read begins with the record that began it, and
+    // the partitions whose history needed was read from offset 0.
     let mut begun: BTreeMap<(String, i32), bool> = BTreeMap::new();
+    let mut read_from_zero: BTreeSet<(String, i32)> = BTreeSet::new();
     for (partition, low, high) in holding(ranges, wanted) {
         let keys = wanted
             .iter()
@@ -306,19 +308,25 @@ fn read_histories(
             }
             map.add_commit(&record);
         })?;
-        // Read from offset 0, a history is complete only if it begins with
-        // the record that began it: one without (or a position without any
-        // history) lost its beginning to a progress topic deleted and
-        // created again, which starts empty, not where retention left it.
         if low == 0 && start == 0 {
-            let has_position =
-                |key: &(String, i32)| known.is_some_and(|known| known.positions.contains_key(key));
-            truncated.extend(uncovered.into_iter().filter(|key| match begun.get(key) {
-                Some(&begins) => !begins,
-                None => has_position(key),
-            }));
+            read_from_zero.extend(uncovered);
         }
     }
+    // Read from offset 0, a history is complete only if it begins with the
+    // record that began it: one without (or a position without any history)
+    // lost its beginning to a progress topic deleted and created again,
+    // which starts empty, not where retention left it. (Judged once every
+    // partition is read: without a known layout, any may hold a history.)
+    let has_position =
+        |key: &(String, i32)| known.is_some_and(|known| known.positions.contains_key(key));
+    truncated.extend(
+        read_from_zero
+            .into_iter()
+            .filter(|key| match begun.get(key) {
+                Some(&begins) => !begins,
+                None => has_position(key),
+            }),
+    );
     Ok((histories, later, truncated))
 }
 
