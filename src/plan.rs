@@ -32,11 +32,14 @@ use rdkafka::types::RDKafkaErrorCode;
 use rdkafka::{Offset, TopicPartitionList};
 use serde::Serialize;
 
+use crate::cli::run_args::{DEFAULT_MAX_MEMORY_BYTES, DEFAULT_TRANSACTION_TIMEOUT_MS};
 use crate::clusters::{connection_only, load_client_config, Endpoints, CONNECT_TIMEOUT};
 use crate::config::ClientRole;
 use crate::connect::{cluster_id, GaveUp};
 use crate::read::reader_config;
+use crate::replication::client_settings::{self, LaneCheck};
 use crate::replication::layout::Layout;
+use crate::replication::limits::BufferBudget;
 use crate::replication::progress::InternalTopics;
 use crate::replication::throttle::ThrottleLimits;
 use crate::replication::watermarks;
@@ -268,6 +271,10 @@ pub fn plan(options: &PlanOptions) -> anyhow::Result<PlanReport> {
         }
     }
 
+    if source.is_some() && target.is_some() {
+        check_lane_clients(&mut findings, options);
+    }
+
     let tools = target
         .as_ref()
         .map(|(t, _)| ToolConnection::new(t, &options.endpoints.target_config));
@@ -301,6 +308,44 @@ pub fn plan(options: &PlanOptions) -> anyhow::Result<PlanReport> {
         estimate,
         verdict,
     })
+}
+
+/// `run`'s check that librdkafka takes the files' settings as a lane's
+/// clients get them (with the default `--max.memory.bytes` and
+/// `--transaction.timeout.ms`): some combinations it refuses only when a
+/// client is created.
+fn check_lane_clients(findings: &mut Findings, options: &PlanOptions) {
+    let endpoints = &options.endpoints;
+    let (Ok(mut source), Ok(mut target)) = (
+        load_client_config(&endpoints.source_config, ClientRole::Consumer),
+        load_client_config(&endpoints.target_config, ClientRole::Producer),
+    ) else {
+        // Already reported by `connect`.
+        return;
+    };
+    client_settings::for_lanes(
+        &mut source,
+        &mut target,
+        &endpoints.source_alias,
+        DEFAULT_TRANSACTION_TIMEOUT_MS,
+        &endpoints.target_config,
+    );
+    let check = LaneCheck {
+        transactional_id_base: format!(
+            "{}.{}",
+            options.transactional_id_prefix, endpoints.source_alias
+        ),
+        transaction_timeout: Duration::from_millis(DEFAULT_TRANSACTION_TIMEOUT_MS),
+        budget: BufferBudget::split(DEFAULT_MAX_MEMORY_BYTES, options.layout.lanes() as usize),
+        consumer_file: endpoints.source_config.clone(),
+        producer_file: endpoints.target_config.clone(),
+    };
+    if let Err(e) = check.refuse_unusable(&source, &target) {
+        findings.problem(
+            crate::error_chain::one_line(&e),
+            "change the setting it names, in the file it names",
+        );
+    }
 }
 
 /// `run`'s start-up check of one cluster: its connection settings and id,

@@ -102,6 +102,40 @@ fn a_new_topic_is_planned_for_creation_and_nothing_is_written() {
     assert!(!setup.state_dir.exists(), "plan created a state dir");
 }
 
+/// Settings librdkafka refuses only with what the lanes need (more than 5
+/// requests in flight with idempotence; a poll interval below the session
+/// timeout) make `run` stop at start: `plan` names them too, with the
+/// file, instead of answering that nothing would stop `run`.
+#[test]
+fn settings_run_would_refuse_for_its_lanes_are_a_problem() {
+    let bed = bed();
+    let topic = bed.source.create_topic("plan-lane-settings", 1);
+    bed.source.produce(&topic, &records(3, 1));
+    let setup = MirrorSetup::new(&bed.source.bootstrap, &bed.target.bootstrap);
+    let append = |file: &std::path::Path, line: &str| {
+        let mut text = std::fs::read_to_string(file).unwrap();
+        text.push_str(line);
+        std::fs::write(file, text).unwrap();
+    };
+    let (code, out, _) = plan(&setup, &topic, &[]);
+    assert_eq!(code, 0, "{out}");
+
+    append(
+        &setup.producer_config,
+        "\nmax.in.flight.requests.per.connection=10\n",
+    );
+    let (code, out, _) = plan(&setup, &topic, &[]);
+    assert_eq!(code, 1, "{out}");
+    let problem = out
+        .lines()
+        .find(|l| l.starts_with("problem:") && l.contains("max.in.flight"))
+        .unwrap_or_else(|| panic!("no problem line names max.in.flight:\n{out}"));
+    assert!(
+        problem.contains(&setup.producer_config.display().to_string()),
+        "{problem}"
+    );
+}
+
 #[test]
 fn a_target_topic_with_fewer_partitions_blocks_and_is_named_with_its_fix() {
     let bed = bed();

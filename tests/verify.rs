@@ -320,11 +320,12 @@ fn a_target_log_starting_with_a_marker_needs_no_mapping_for_it() {
     );
     let progress = InternalTopics::for_alias(&setup.alias).progress;
     let (_, progress_end) = bed.target.watermarks(&progress, 0);
-    // A progress record and a marker per transaction.
-    assert_eq!(progress_end, 4, "one progress record per transaction");
+    // The claim that begins the history, then a progress record per
+    // transaction, each with its marker.
+    assert_eq!(progress_end, 6, "one progress record per transaction");
     // Only the second transaction's mapping is kept; both logs start at
     // its records (the target at the first transaction's marker).
-    bed.target.delete_records(&progress, 0, 2);
+    bed.target.delete_records(&progress, 0, 4);
     bed.target.delete_records(&topic, 0, 10);
     bed.source.delete_records(&topic, 0, 10);
 

@@ -12,6 +12,14 @@ use super::common::{ConnectionArgs, TopicArgs};
 use super::common::{parse_park_idle, parse_size, parse_statistics_interval};
 use crate::units::{parse_bytes, parse_count};
 
+/// `--max.memory.bytes` when not given (the flag's default, `256MiB`):
+/// also what `plan` builds a lane's clients with.
+pub const DEFAULT_MAX_MEMORY_BYTES: usize = 256 << 20;
+
+/// `--transaction.timeout.ms` when not given: also what `plan` builds a
+/// lane's clients with.
+pub const DEFAULT_TRANSACTION_TIMEOUT_MS: u64 = 60_000;
+
 /// `eosmirror run`.
 #[derive(Debug, Args)]
 pub struct RunArgs {
@@ -95,7 +103,7 @@ pub struct RunArgs {
     #[arg(
         long = "transaction.timeout.ms",
         env = "EOSMIRROR_TRANSACTION_TIMEOUT_MS",
-        default_value_t = 60_000,
+        default_value_t = DEFAULT_TRANSACTION_TIMEOUT_MS,
         value_parser = clap::value_parser!(u64).range(1_000..)
     )]
     pub transaction_timeout_ms: u64,
@@ -417,7 +425,7 @@ mod tests {
         assert_eq!(run.max_memory_bytes, 256 << 20);
         assert_eq!(run.batch_max_bytes, 5_000_000);
         let defaults = run_args(&[]).unwrap();
-        assert_eq!(defaults.max_memory_bytes, 256 << 20);
+        assert_eq!(defaults.max_memory_bytes, super::DEFAULT_MAX_MEMORY_BYTES);
         assert_eq!(defaults.batch_max_bytes, 32 << 20);
         let error = run_args(&["--max.memory.bytes", "12 parsecs"])
             .unwrap_err()

@@ -1,16 +1,11 @@
 //! `eosmirror run`: assembles configuration, checks both clusters, opens the
 //! local cache and hands over to the supervisor.
 
-use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use anyhow::{anyhow, bail};
+use anyhow::bail;
 use eosmirror_state::{ClusterIdentity, OpenOutcome, StateStore};
-use rdkafka::config::ClientConfig;
-use rdkafka::consumer::BaseConsumer;
-use rdkafka::error::KafkaError;
-use rdkafka::producer::BaseProducer;
 
 use crate::cli::run_args::{OnSourceGap, RunArgs};
 use crate::clusters::{connection_only, load_client_config, Cluster, CONNECT_TIMEOUT};
@@ -19,6 +14,7 @@ use crate::connect::cluster_id;
 use crate::groups::sync::GroupSync;
 use crate::health::Health;
 use crate::pattern::NamePattern;
+use crate::replication::client_settings::{self, LaneCheck};
 use crate::replication::lane::{GapPolicy, WorkerSettings};
 use crate::replication::layout::{Layout, DEFAULT_LANES};
 use crate::replication::limits::{BatchLimits, BufferBudget};
@@ -29,36 +25,10 @@ use crate::replication::progress::InternalTopics;
 use crate::replication::selection::Selection;
 use crate::replication::supervisor::{self, SupervisorSettings};
 use crate::replication::throttle::{self, Throttle};
-use crate::replication::transaction::TransactionalProducer;
 use crate::shutdown::Shutdown;
 use crate::topics::filter::TopicFilter;
 use crate::topics::internal::ToolConnection;
 use crate::topics::target::TargetTopicOptions;
-
-/// Settings eosmirror always sets on the source consumer: exactly-once needs
-/// committed data only, positions come from the target (never from source
-/// group offsets), and a deleted range must surface as an error.
-const SOURCE_OVERRIDES: &[(&str, &str)] = &[
-    ("isolation.level", "read_committed"),
-    ("enable.auto.commit", "false"),
-    ("enable.auto.offset.store", "false"),
-    ("auto.offset.reset", "error"),
-    ("enable.partition.eof", "false"),
-];
-
-/// Settings eosmirror always sets on the target producer. A target topic
-/// deleted while running must not come back by auto-creation with the
-/// broker's defaults (its partition count, no copied settings): the next
-/// topic refresh creates it as eosmirror would, and the lanes report it.
-const TARGET_OVERRIDES: &[(&str, &str)] = &[
-    ("enable.idempotence", "true"),
-    ("acks", "all"),
-    ("allow.auto.create.topics", "false"),
-];
-
-/// Largest produce request the target producer may send unless the
-/// producer file says otherwise.
-const TARGET_MAX_REQUEST_BYTES: usize = 100 << 20;
 
 fn instance_id() -> u64 {
     crate::clock::unix_nanos() ^ (u64::from(std::process::id()) << 32)
@@ -168,48 +138,28 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         .await??;
     }
 
-    if source.get("group.id").is_none() {
-        source.set(
-            "group.id",
-            format!("eosmirror.{}", args.connection.source_alias),
-        );
-    }
-    for (k, v) in SOURCE_OVERRIDES {
-        source.set(*k, *v);
-    }
-    for (k, v) in TARGET_OVERRIDES {
-        target.set(*k, *v);
-    }
-    fit_delivery_timeout(
+    client_settings::for_lanes(
+        &mut source,
         &mut target,
+        &args.connection.source_alias,
         args.transaction_timeout_ms,
         &args.connection.producer_config,
     );
-    if target.get("message.max.bytes").is_none() {
-        // librdkafka's default (1 MB) is below what topics commonly allow;
-        // the target broker enforces each topic's real limit.
-        target.set("message.max.bytes", TARGET_MAX_REQUEST_BYTES.to_string());
-    }
 
     let transactional_id_base = format!(
         "{}.{}",
         args.deployment.transactional_id_prefix, args.connection.source_alias
     );
     {
-        let budget = BufferBudget::split(args.max_memory_bytes, layout.lanes() as usize);
-        let producer = TransactionalProducer::config(
-            &target,
-            &format!("{transactional_id_base}.settings-check"),
-            Duration::from_millis(args.transaction_timeout_ms),
-            budget.producer_queue_kbytes,
-        );
-        let consumer = budget.lane_consumer(&source, 1);
-        let files = (
-            args.connection.producer_config.clone(),
-            args.connection.consumer_config.clone(),
-        );
-        tokio::task::spawn_blocking(move || refuse_unusable_settings(&producer, &consumer, files))
-            .await??;
+        let (source, target) = (source.clone(), target.clone());
+        let check = LaneCheck {
+            transactional_id_base: transactional_id_base.clone(),
+            transaction_timeout: Duration::from_millis(args.transaction_timeout_ms),
+            budget: BufferBudget::split(args.max_memory_bytes, layout.lanes() as usize),
+            consumer_file: args.connection.consumer_config.clone(),
+            producer_file: args.connection.producer_config.clone(),
+        };
+        tokio::task::spawn_blocking(move || check.refuse_unusable(&source, &target)).await??;
     }
 
     let instance = instance_id();
@@ -348,77 +298,4 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     .await?;
     tracing::info!("stopped cleanly");
     Ok(())
-}
-
-/// Creates, and drops, a lane's producer and consumer from their whole
-/// settings: librdkafka refuses some combinations only when a client is
-/// created (more than 5 requests in flight or `retries=0` with idempotence,
-/// `max.poll.interval.ms` below `session.timeout.ms`), and a lane creates
-/// its clients only after the first refresh has created topics. Neither
-/// client writes anything (both may fetch metadata meanwhile): the
-/// producer's transactional id is never initialised (and is none of the
-/// lanes'), the consumer never subscribes.
-fn refuse_unusable_settings(
-    producer: &ClientConfig,
-    consumer: &ClientConfig,
-    (producer_file, consumer_file): (PathBuf, PathBuf),
-) -> anyhow::Result<()> {
-    let refused = |file: &Path, e: KafkaError| {
-        anyhow!(
-            "librdkafka refuses the settings in {} as a lane uses them (with eosmirror's own: idempotent, transactional producers; read_committed consumers in a group): {e}. Change or remove the setting it names (librdkafka's name for it; e.g. max.in.flight is max.in.flight.requests.per.connection); nothing was written",
-            file.display()
-        )
-    };
-    drop(
-        producer
-            .create::<BaseProducer>()
-            .map_err(|e| refused(&producer_file, e))?,
-    );
-    drop(
-        consumer
-            .create::<BaseConsumer>()
-            .map_err(|e| refused(&consumer_file, e))?,
-    );
-    Ok(())
-}
-
-/// Caps the lanes' delivery timeout at the transaction timeout. librdkafka
-/// refuses a transactional producer whose records may outlive their
-/// transaction, and Java files often spell out Java's default
-/// `delivery.timeout.ms=120000`, above the default transaction timeout; a
-/// record undelivered when its transaction times out is sent again in the
-/// next one, so the cap changes nothing a lane relies on.
-fn fit_delivery_timeout(target: &mut ClientConfig, transaction_timeout_ms: u64, file: &Path) {
-    for key in ["delivery.timeout.ms", "message.timeout.ms"] {
-        let Some(ms) = target.get(key).and_then(|v| v.parse::<u64>().ok()) else {
-            continue;
-        };
-        if ms > transaction_timeout_ms {
-            tracing::warn!(
-                "{key}={ms} in {} is longer than --transaction.timeout.ms {transaction_timeout_ms}; the lanes' producers use {transaction_timeout_ms} (librdkafka requires a record's timeout within its transaction's)",
-                file.display()
-            );
-            target.set(key, transaction_timeout_ms.to_string());
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_delivery_timeout_past_the_transaction_timeout_is_capped() {
-        let file = Path::new("producer.properties");
-        let mut target = ClientConfig::new();
-        target.set("delivery.timeout.ms", "120000");
-        fit_delivery_timeout(&mut target, 60_000, file);
-        assert_eq!(target.get("delivery.timeout.ms"), Some("60000"));
-
-        let mut target = ClientConfig::new();
-        target.set("message.timeout.ms", "30000");
-        fit_delivery_timeout(&mut target, 60_000, file);
-        assert_eq!(target.get("message.timeout.ms"), Some("30000"));
-        assert_eq!(target.get("delivery.timeout.ms"), None);
-    }
 }

@@ -3,6 +3,7 @@
 //! partitions in Kafka transactions that also carry one progress record per
 //! partition touched.
 
+pub mod client_settings;
 pub mod client_stats;
 pub mod copy_progress;
 pub mod delivery;

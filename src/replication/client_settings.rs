@@ -1,0 +1,167 @@
+//! The settings a lane's clients are created with: the properties files'
+//! own, with what exactly-once needs over them, and the check that
+//! librdkafka takes them before anything is written (`run` stops on it;
+//! `plan` reports it).
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::anyhow;
+use rdkafka::config::ClientConfig;
+use rdkafka::consumer::BaseConsumer;
+use rdkafka::error::KafkaError;
+use rdkafka::producer::BaseProducer;
+
+use crate::replication::limits::BufferBudget;
+use crate::replication::transaction::TransactionalProducer;
+
+/// Settings eosmirror always sets on the source consumer: exactly-once needs
+/// committed data only, positions come from the target (never from source
+/// group offsets), and a deleted range must surface as an error.
+const SOURCE_OVERRIDES: &[(&str, &str)] = &[
+    ("isolation.level", "read_committed"),
+    ("enable.auto.commit", "false"),
+    ("enable.auto.offset.store", "false"),
+    ("auto.offset.reset", "error"),
+    ("enable.partition.eof", "false"),
+];
+
+/// Settings eosmirror always sets on the target producer. A target topic
+/// deleted while running must not come back by auto-creation with the
+/// broker's defaults (its partition count, no copied settings): the next
+/// topic refresh creates it as eosmirror would, and the lanes report it.
+const TARGET_OVERRIDES: &[(&str, &str)] = &[
+    ("enable.idempotence", "true"),
+    ("acks", "all"),
+    ("allow.auto.create.topics", "false"),
+];
+
+/// Largest produce request the target producer may send unless the
+/// producer file says otherwise.
+const TARGET_MAX_REQUEST_BYTES: usize = 100 << 20;
+
+/// Puts eosmirror's own settings over the files' `source` (consumer) and
+/// `target` (producer) settings, as every lane's clients get them: a
+/// default group id under `alias`, the overrides above, the delivery
+/// timeout within `transaction_timeout_ms`, and a produce request size.
+pub fn for_lanes(
+    source: &mut ClientConfig,
+    target: &mut ClientConfig,
+    alias: &str,
+    transaction_timeout_ms: u64,
+    producer_file: &Path,
+) {
+    if source.get("group.id").is_none() {
+        source.set("group.id", format!("eosmirror.{alias}"));
+    }
+    for (k, v) in SOURCE_OVERRIDES {
+        source.set(*k, *v);
+    }
+    for (k, v) in TARGET_OVERRIDES {
+        target.set(*k, *v);
+    }
+    fit_delivery_timeout(target, transaction_timeout_ms, producer_file);
+    if target.get("message.max.bytes").is_none() {
+        // librdkafka's default (1 MB) is below what topics commonly allow;
+        // the target broker enforces each topic's real limit.
+        target.set("message.max.bytes", TARGET_MAX_REQUEST_BYTES.to_string());
+    }
+}
+
+/// What [`LaneCheck::refuse_unusable`] builds a lane's clients with,
+/// besides their settings.
+pub struct LaneCheck {
+    /// `<--transactional.id.prefix>.<alias>`: the check's producer gets an
+    /// id under it that no lane has.
+    pub transactional_id_base: String,
+    /// `--transaction.timeout.ms`.
+    pub transaction_timeout: Duration,
+    /// A lane's share of `--max.memory.bytes`.
+    pub budget: BufferBudget,
+    /// The files the settings come from, named in the refusal.
+    pub consumer_file: PathBuf,
+    pub producer_file: PathBuf,
+}
+
+impl LaneCheck {
+    /// Creates, and drops, a lane's producer and consumer from their whole
+    /// settings (`source` and `target` as [`for_lanes`] left them):
+    /// librdkafka refuses some combinations only when a client is created
+    /// (more than 5 requests in flight or `retries=0` with idempotence,
+    /// `max.poll.interval.ms` below `session.timeout.ms`), and a lane
+    /// creates its clients only after the first refresh has created topics.
+    /// Neither client writes anything (both may fetch metadata meanwhile):
+    /// the producer's transactional id is never initialised (and is none of
+    /// the lanes'), the consumer never subscribes. Blocking.
+    pub fn refuse_unusable(
+        &self,
+        source: &ClientConfig,
+        target: &ClientConfig,
+    ) -> anyhow::Result<()> {
+        let producer = TransactionalProducer::config(
+            target,
+            &format!("{}.settings-check", self.transactional_id_base),
+            self.transaction_timeout,
+            self.budget.producer_queue_kbytes,
+        );
+        let consumer = self.budget.lane_consumer(source, 1);
+        let refused = |file: &Path, e: KafkaError| {
+            anyhow!(
+                "librdkafka refuses the settings in {} as a lane uses them (with eosmirror's own: idempotent, transactional producers; read_committed consumers in a group): {e}. Change or remove the setting it names (librdkafka's name for it; e.g. max.in.flight is max.in.flight.requests.per.connection); nothing was written",
+                file.display()
+            )
+        };
+        drop(
+            producer
+                .create::<BaseProducer>()
+                .map_err(|e| refused(&self.producer_file, e))?,
+        );
+        drop(
+            consumer
+                .create::<BaseConsumer>()
+                .map_err(|e| refused(&self.consumer_file, e))?,
+        );
+        Ok(())
+    }
+}
+
+/// Caps the lanes' delivery timeout at the transaction timeout. librdkafka
+/// refuses a transactional producer whose records may outlive their
+/// transaction, and Java files often spell out Java's default
+/// `delivery.timeout.ms=120000`, above the default transaction timeout; a
+/// record undelivered when its transaction times out is sent again in the
+/// next one, so the cap changes nothing a lane relies on.
+fn fit_delivery_timeout(target: &mut ClientConfig, transaction_timeout_ms: u64, file: &Path) {
+    for key in ["delivery.timeout.ms", "message.timeout.ms"] {
+        let Some(ms) = target.get(key).and_then(|v| v.parse::<u64>().ok()) else {
+            continue;
+        };
+        if ms > transaction_timeout_ms {
+            tracing::warn!(
+                "{key}={ms} in {} is longer than --transaction.timeout.ms {transaction_timeout_ms}; the lanes' producers use {transaction_timeout_ms} (librdkafka requires a record's timeout within its transaction's)",
+                file.display()
+            );
+            target.set(key, transaction_timeout_ms.to_string());
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_delivery_timeout_past_the_transaction_timeout_is_capped() {
+        let file = Path::new("producer.properties");
+        let mut target = ClientConfig::new();
+        target.set("delivery.timeout.ms", "120000");
+        fit_delivery_timeout(&mut target, 60_000, file);
+        assert_eq!(target.get("delivery.timeout.ms"), Some("60000"));
+
+        let mut target = ClientConfig::new();
+        target.set("message.timeout.ms", "30000");
+        fit_delivery_timeout(&mut target, 60_000, file);
+        assert_eq!(target.get("message.timeout.ms"), Some("30000"));
+        assert_eq!(target.get("delivery.timeout.ms"), None);
+    }
+}
