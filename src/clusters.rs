@@ -40,6 +40,16 @@ pub(crate) fn load_client_config(path: &Path, role: ClientRole) -> anyhow::Resul
     for dropped in &translated.dropped {
         tracing::warn!(file = %path.display(), "{dropped}");
     }
+    for duplicate in &translated.duplicates {
+        tracing::warn!(
+            file = %path.display(),
+            "{} is set on lines {} and {}: the value of line {} is used, as Java does",
+            duplicate.key,
+            duplicate.previous_line,
+            duplicate.line,
+            duplicate.line
+        );
+    }
     if let Some(store) = &translated.system_trust {
         tracing::info!(
             file = %path.display(),

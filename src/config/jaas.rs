@@ -320,6 +320,14 @@ pub fn credentials(entry: &JaasEntry, features: &str) -> Result<SaslCredentials,
         kerberos_instructions(entry, has("sasl_gssapi"))
     } else if module == OAUTH_MODULE {
         oauth_instructions(entry, has("oidc"))
+    } else if module.ends_with(".IAMLoginModule") {
+        format!(
+            "{} (AWS MSK IAM authentication) has no librdkafka counterpart eosmirror \
+             can use. Enable SASL/SCRAM (or TLS client certificates) on the MSK cluster \
+             for eosmirror's user and use that here: security.protocol=SASL_SSL, \
+             sasl.mechanism=SCRAM-SHA-512 and a ScramLoginModule sasl.jaas.config",
+            describe_module(module)
+        )
     } else {
         format!(
             "{} is not known to eosmirror, which translates only \
@@ -581,6 +589,20 @@ mod tests {
             msg.contains("`com.example.MyLoginModule` is not known"),
             "{msg}"
         );
+    }
+
+    /// MSK's IAM module has no librdkafka setting to move to: the message
+    /// names what the cluster can offer instead.
+    #[test]
+    fn msk_iam_is_refused_with_what_to_use_instead() {
+        let entry = parse("software.amazon.msk.auth.iam.IAMLoginModule required awsRoleArn=\"x\";")
+            .unwrap();
+        let JaasError::Unsupported(msg) = credentials(&entry, "").unwrap_err() else {
+            panic!()
+        };
+        assert!(msg.contains("AWS MSK IAM"), "{msg}");
+        assert!(msg.contains("SASL/SCRAM"), "{msg}");
+        assert!(!msg.contains("awsRoleArn"), "{msg}");
     }
 
     #[test]

@@ -101,6 +101,9 @@ const fn convert(to: &'static str, f: Convert) -> Action {
 const SERDE: &str = "eosmirror copies record keys and values as raw bytes; Java \
                      (de)serializer classes do not apply";
 const JAVA_CLASS: &str = "names a Java class, which cannot run inside eosmirror";
+const SERDE_SETTINGS: &str = "a setting of Java serializers or interceptors (Schema Registry, \
+                              Confluent monitoring), not of the client: eosmirror copies \
+                              records as raw bytes";
 const PARTITIONER: &str = "Java partitioner setting; librdkafka has no counterpart (its own \
                            partitioner setting is `partitioner`)";
 const METRICS: &str = "Java client metrics (JMX / metric reporters); eosmirror exports its \
@@ -299,8 +302,9 @@ static RULES: &[KeyRule] = &[
         CONSUMER,
         Action::Owned {
             allowed: &[],
-            why: "where replication starts for partitions without a committed offset is \
-                  eosmirror's decision, not the client file's",
+            why: "eosmirror copies a partition it has no position for from its first \
+                  record (the source's log start), whatever this says: it resumes from \
+                  positions on the target, never from source group offsets",
         },
     ),
     row(
@@ -351,6 +355,27 @@ static RULES: &[KeyRule] = &[
     row("key.deserializer", ALL, Action::Drop(SERDE)),
     row("value.deserializer", ALL, Action::Drop(SERDE)),
     row("interceptor.classes", ALL, Action::Drop(JAVA_CLASS)),
+    prefix("schema.registry.", ALL, Action::Drop(SERDE_SETTINGS)),
+    prefix("basic.auth.", ALL, Action::Drop(SERDE_SETTINGS)),
+    prefix("bearer.auth.", ALL, Action::Drop(SERDE_SETTINGS)),
+    prefix(
+        "confluent.monitoring.interceptor.",
+        ALL,
+        Action::Drop(SERDE_SETTINGS),
+    ),
+    row("auto.register.schemas", ALL, Action::Drop(SERDE_SETTINGS)),
+    row("use.latest.version", ALL, Action::Drop(SERDE_SETTINGS)),
+    row("specific.avro.reader", ALL, Action::Drop(SERDE_SETTINGS)),
+    row(
+        "key.subject.name.strategy",
+        ALL,
+        Action::Drop(SERDE_SETTINGS),
+    ),
+    row(
+        "value.subject.name.strategy",
+        ALL,
+        Action::Drop(SERDE_SETTINGS),
+    ),
     row("partitioner.class", ALL, Action::Drop(PARTITIONER)),
     row("partitioner.ignore.keys", ALL, Action::Drop(PARTITIONER)),
     row(

@@ -583,6 +583,29 @@ fn java_only_keys_are_dropped_with_reasons() {
     assert_eq!(t.dropped.len(), 4);
 }
 
+/// A file downloaded from a cloud console for Java clients carries the
+/// Schema Registry's settings, one of them a secret: dropped with a reason,
+/// their values never shown.
+#[test]
+fn serializer_settings_of_java_files_are_dropped_without_their_values() {
+    let t = ok(
+        "schema.registry.url=https://sr.example:443\n\
+         basic.auth.credentials.source=USER_INFO\n\
+         basic.auth.user.info=key:hunter2-SECRET\n\
+         confluent.monitoring.interceptor.bootstrap.servers=m:9092\n\
+         auto.register.schemas=false\n",
+        ClientRole::Producer,
+    );
+    assert!(t.settings.is_empty(), "{t:?}");
+    assert_eq!(t.dropped.len(), 5);
+    let user_info = dropped(&t, "basic.auth.user.info").to_string();
+    assert!(user_info.contains("Schema Registry"), "{user_info}");
+    for d in &t.dropped {
+        assert!(!d.to_string().contains("hunter2"), "{d}");
+    }
+    assert!(!format!("{t:?}").contains("hunter2"), "{t:?}");
+}
+
 #[test]
 fn read_uncommitted_is_an_exactly_once_error() {
     let e = err(
