@@ -237,11 +237,19 @@ impl SelectionCheck {
     }
 }
 
+/// Longest wait between describes while they fail.
+const FAILING_INTERVAL_MAX: Duration = Duration::from_secs(30);
+
 /// Describes the fleet's group every `interval` (one request, one admin
 /// client for the whole run) and sends a verdict that this instance must
 /// leave, then ends. Runs beside the supervisor's loop, which it never
 /// holds up; a describe that fails is logged when it starts failing and
-/// when it recovers.
+/// when it recovers. While they fail (the target away), the wait doubles
+/// up to [`FAILING_INTERVAL_MAX`]: librdkafka's coordinator requests can
+/// abort the process when one fails on a dropped connection (the assertion
+/// `eonce->refcnt > 0` in `rd_kafka_enq_once_del_source_return`, once in a
+/// chaos run's target broker restart; librdkafka PR #5397), so an outage
+/// should see few of them.
 pub async fn watch(
     check: SelectionCheck,
     interval: Duration,
@@ -258,9 +266,10 @@ pub async fn watch(
     };
     let check = Arc::new(check);
     let mut failing = false;
+    let mut wait = interval;
     loop {
         tokio::select! {
-            _ = tokio::time::sleep(interval) => {}
+            _ = tokio::time::sleep(wait) => {}
             _ = shutdown.wait() => return,
         }
         let (admin, asked) = (Arc::clone(&admin), Arc::clone(&check));
@@ -273,16 +282,19 @@ pub async fn watch(
                     tracing::info!(group = %check.group, "the fleet's shared options are compared again");
                     failing = false;
                 }
+                wait = interval;
                 if let Err(verdict) = check.judge(&membership, Judging::Member) {
                     let _ = differs.send(verdict).await;
                     return;
                 }
             }
-            Err(e) if !failing => {
-                tracing::warn!(group = %check.group, "could not compare this instance's shared options with the fleet's other members (asked again every {interval:?}): {e}");
-                failing = true;
+            Err(e) => {
+                if !failing {
+                    tracing::warn!(group = %check.group, "could not compare this instance's shared options with the fleet's other members (asked again, less often while it fails: from {interval:?} up to every {FAILING_INTERVAL_MAX:?}): {e}");
+                    failing = true;
+                }
+                wait = (wait * 2).min(FAILING_INTERVAL_MAX.max(interval));
             }
-            Err(_) => {}
         }
     }
 }

@@ -77,9 +77,16 @@ impl<'a> Run<'a> {
                 .any(|k| k == FaultKind::TargetReset.name() || k == FaultKind::SourceReset.name())
         });
         if resets_injected && self.connections_reset == 0 {
-            self.deviations.push(
-                "the reset faults cut no connection (eosmirror had none open through the proxy when they fired): what the scenario names was not tested".into(),
-            );
+            let cut_nothing = "the reset faults cut no connection (eosmirror had none open through the proxy when they fired)";
+            if self.sc.name == "combined" {
+                // Drawn at random among others: a blackhole or a broker kill
+                // just before may have closed every connection already.
+                self.say(&format!("{cut_nothing}; the other faults were tested"));
+            } else {
+                self.deviations.push(format!(
+                    "{cut_nothing}: what the scenario names was not tested"
+                ));
+            }
         }
         if verdict.total.unreplicated > 0 {
             self.deviations.push(format!(
