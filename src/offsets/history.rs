@@ -27,8 +27,9 @@ pub type Answering = BTreeMap<(String, i32), BTreeSet<i64>>;
 
 /// The source partitions whose history needed was truncated by the
 /// progress topic's retention (or lost with the topic, deleted and created
-/// again): below their first mapping kept, nothing is known. Per partition, since one lane's retention says nothing of
-/// another's, nor of a partition whose range its newer commits cover.
+/// again): below their first mapping kept, nothing is known. Per
+/// partition, since one lane's retention says nothing of another's, nor of
+/// a partition whose range its newer commits cover.
 pub type Truncated = BTreeSet<(String, i32)>;
 
 /// The offset mappings of `ends`' partitions from the progress topic (its
@@ -333,8 +334,8 @@ fn read_histories(
 /// Where the history `search` needs starts in `topic`-`partition`, whose
 /// committed records are `[low, high)`: read backwards in chunks that
 /// double up to [`MAX_TAIL_CHUNK`], so a tail of n records costs reading at
-/// most some 2n, and the summaries of a chunk held at once stay near 10 MB. `low`
-/// when the tail needed reaches back that far.
+/// most some 2n, and the summaries of a chunk held at once stay near
+/// 10 MB. `low` when the tail needed reaches back that far.
 fn tail_start(
     target: &Side,
     topic: &str,

@@ -78,8 +78,9 @@ pub struct LaneCheck {
     pub transaction_timeout: Duration,
     /// A lane's share of `--max.memory.bytes`.
     pub budget: BufferBudget,
-    /// The files the settings come from, named in the refusal.
+    /// The consumer file the source settings come from, named in a refusal.
     pub consumer_file: PathBuf,
+    /// The producer file the target settings come from, likewise.
     pub producer_file: PathBuf,
 }
 
