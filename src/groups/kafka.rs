@@ -30,10 +30,13 @@ impl GroupClient {
         })
     }
 
-    /// Runs `request` for `groups` on one admin client, asking again the
+    /// Runs `request` for `groups` on an admin client, asking again the
     /// groups whose coordinator is not ready (a broker just restarted and
     /// is loading offsets, or the coordinator moved): errors the broker
-    /// asks clients to retry. Every group gets an answer.
+    /// asks clients to retry. Every group gets an answer. Each retry gets
+    /// a new client: a timed-out coordinator request stays queued on its
+    /// client, and librdkafka aborts the process when the coordinator
+    /// answers it later (see `selection::watch`).
     fn retrying<T>(
         &self,
         groups: &[String],
@@ -42,14 +45,15 @@ impl GroupClient {
         if groups.is_empty() {
             return Ok(PerGroup::new());
         }
-        let admin = self.admin(match groups {
+        let named = match groups {
             [one] => one,
             _ => "*",
-        })?;
+        };
         let mut answers = PerGroup::new();
         let mut asking = groups.to_vec();
         for attempt in 1..=COORDINATOR_ATTEMPTS {
             let last = attempt == COORDINATOR_ATTEMPTS;
+            let admin = self.admin(named)?;
             let mut again = Vec::new();
             for (group, answer) in request(&admin, &asking) {
                 match answer {

@@ -241,32 +241,27 @@ impl SelectionCheck {
 const FAILING_INTERVAL_MAX: Duration = Duration::from_secs(30);
 
 /// Describes the fleet's group every `interval` (one request, one admin
-/// client for the whole run) and sends a verdict that this instance must
+/// client while they succeed) and sends a verdict that this instance must
 /// leave, then ends. Runs beside the supervisor's loop, which it never
 /// holds up; a describe that fails is logged when it starts failing and
-/// when it recovers. While they fail (the target away), the wait doubles
-/// up to [`FAILING_INTERVAL_MAX`]: a coordinator-bound admin request that
-/// fails on a dropped connection can abort the process inside librdkafka
-/// (the assertion `eonce->refcnt > 0` in
-/// `rd_kafka_enq_once_del_source_return`, librdkafka PR #5397), so an
-/// outage should see few of them. (Chaos runs with minutes-long target
-/// restarts still met that abort after this change: another request of
-/// the kind remains.)
+/// when it recovers.
+///
+/// A describe that fails (the target away) takes its admin client with it,
+/// and the next one gets a new client: librdkafka keeps a timed-out
+/// coordinator request queued on its client, and when the coordinator
+/// answers again, frees it twice and aborts the process (the assertion
+/// `eonce->refcnt > 0` in `rd_kafka_enq_once_del_source_return`, librdkafka
+/// PR #5397; met in chaos runs whose target broker took minutes to
+/// restart). A client destroyed first drops the request cleanly. While
+/// describes fail, the wait doubles up to [`FAILING_INTERVAL_MAX`].
 pub async fn watch(
     check: SelectionCheck,
     interval: Duration,
     shutdown: Shutdown,
     differs: mpsc::Sender<SelectionDiffers>,
 ) {
-    let target = &check.target;
-    let admin = match GroupAdmin::new(target.name, &target.connection, target.groups().timeout) {
-        Ok(admin) => Arc::new(admin),
-        Err(e) => {
-            tracing::warn!("the fleet's shared options are not compared while running: {e}");
-            return;
-        }
-    };
     let check = Arc::new(check);
+    let mut admin: Option<GroupAdmin> = None;
     let mut failing = false;
     let mut wait = interval;
     loop {
@@ -274,10 +269,30 @@ pub async fn watch(
             _ = tokio::time::sleep(wait) => {}
             _ = shutdown.wait() => return,
         }
-        let (admin, asked) = (Arc::clone(&admin), Arc::clone(&check));
-        let described = tokio::task::spawn_blocking(move || admin.describe_one(&asked.group))
-            .await
-            .expect("selection check panicked");
+        let asked = Arc::clone(&check);
+        let reused = admin.take();
+        let (kept, described) = tokio::task::spawn_blocking(move || {
+            let target = &asked.target;
+            let admin = match reused {
+                Some(admin) => admin,
+                None => {
+                    match GroupAdmin::new(target.name, &target.connection, target.groups().timeout)
+                    {
+                        Ok(admin) => admin,
+                        Err(e) => return (None, Err(e)),
+                    }
+                }
+            };
+            match admin.describe_one(&asked.group) {
+                Ok(membership) => (Some(admin), Ok(membership)),
+                // Dropped here, on a blocking thread (a client's destruction
+                // waits for its threads).
+                Err(e) => (None, Err(e)),
+            }
+        })
+        .await
+        .expect("selection check panicked");
+        admin = kept;
         match described {
             Ok(membership) => {
                 if failing {
