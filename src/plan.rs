@@ -316,13 +316,15 @@ pub fn plan(options: &PlanOptions) -> anyhow::Result<PlanReport> {
 /// client is created.
 fn check_lane_clients(findings: &mut Findings, options: &PlanOptions) {
     let endpoints = &options.endpoints;
-    let (Ok(mut source), Ok(mut target)) = (
-        load_client_config(&endpoints.source_config, ClientRole::Consumer),
-        load_client_config(&endpoints.target_config, ClientRole::Producer),
+    // Read again without logging: `connect` logged what the files hold.
+    let (Ok(source), Ok(target)) = (
+        crate::config::load_client_config(&endpoints.source_config, ClientRole::Consumer),
+        crate::config::load_client_config(&endpoints.target_config, ClientRole::Producer),
     ) else {
         // Already reported by `connect`.
         return;
     };
+    let (mut source, mut target) = (source.client_config(), target.client_config());
     client_settings::for_lanes(
         &mut source,
         &mut target,

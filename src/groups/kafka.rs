@@ -53,7 +53,13 @@ impl GroupClient {
         let mut asking = groups.to_vec();
         for attempt in 1..=COORDINATOR_ATTEMPTS {
             let last = attempt == COORDINATOR_ATTEMPTS;
-            let admin = self.admin(named)?;
+            let admin = match self.admin(named) {
+                Ok(admin) => admin,
+                Err(e) if attempt == 1 => return Err(e),
+                // The groups asked again stay unanswered, those answered
+                // keep their answers.
+                Err(_) => break,
+            };
             let mut again = Vec::new();
             for (group, answer) in request(&admin, &asking) {
                 match answer {

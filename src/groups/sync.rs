@@ -130,17 +130,20 @@ impl GroupSync {
         let side = self.target.side(RECORDED_READ_KBYTES, CONNECT_TIMEOUT);
         recorded.catch_up(&side, &self.groups_topic)?;
         let partitions = replicated_partitions(&self.source, &self.target, Some(&self.topics))?;
-        // Every group's requests are in flight at once on one admin client
-        // per cluster: a round costs a few round trips, not a few per group.
-        let source_admin = GroupAdmin::new("source", &self.source.connection, CONNECT_TIMEOUT)?;
-        let target_admin = GroupAdmin::new("target", &self.target.connection, CONNECT_TIMEOUT)?;
+        // Every group's requests of a step are in flight at once on one
+        // admin client: a round costs a few round trips, not a few per
+        // group. Each step gets a client of its own: a timed-out request
+        // stays queued on its client, and librdkafka aborts the process
+        // when the coordinator answers it later (see `selection::watch`).
+        let source_admin = || GroupAdmin::new("source", &self.source.connection, CONNECT_TIMEOUT);
+        let target_admin = || GroupAdmin::new("target", &self.target.connection, CONNECT_TIMEOUT);
         let mut config = self.target.connection.clone();
         config.set("enable.idempotence", "true").set("acks", "all");
         // The target refuses a batch as a whole: batches kept within the
         // groups topic's max.message.bytes (with a margin for how the two
         // count a batch's framing) leave only a record over it to refuse,
         // at send, and that record is its group's alone.
-        match self.groups_topic_limit(target_admin.client()) {
+        match self.groups_topic_limit(target_admin()?.client()) {
             Some(limit) => {
                 // librdkafka takes 1000 to 1000000000.
                 let within = limit
@@ -170,7 +173,7 @@ impl GroupSync {
             .collect::<BTreeSet<String>>()
             .into_iter()
             .collect();
-        let committed = source_admin.committed(&names, &partitions);
+        let committed = source_admin()?.committed(&names, &partitions);
         // Read after the offsets: a topic recreated in between gives the
         // offsets of the old topic the new id, which refuses them, never the
         // other way round.
@@ -242,7 +245,7 @@ impl GroupSync {
 
         // Only groups nobody consumes on the target are written.
         let candidates: Vec<String> = translated.keys().cloned().collect();
-        let idle: Vec<String> = target_admin
+        let idle: Vec<String> = target_admin()?
             .describe(&candidates)
             .into_iter()
             .filter_map(|(group, membership)| match membership {
@@ -259,7 +262,7 @@ impl GroupSync {
             .collect();
         let mut commits = BTreeMap::new();
         let mut in_place = Vec::new();
-        for (group, current) in target_admin.committed(&idle, &partitions) {
+        for (group, current) in target_admin()?.committed(&idle, &partitions) {
             let current = match current {
                 Ok(c) => c,
                 Err(e) => {
@@ -300,7 +303,7 @@ impl GroupSync {
         if !commits.is_empty() && !self.lanes.is_owned(Lane(0)) {
             anyhow::bail!("lane 0 moved to another instance during the round; its target groups are left to that instance's group sync");
         }
-        for (group, done) in target_admin.commit(&commits) {
+        for (group, done) in target_admin()?.commit(&commits) {
             match done {
                 Ok(()) => in_place.push(group),
                 Err(e) => tracing::warn!(%group, "group sync: {e}"),
