@@ -32,7 +32,6 @@ use rdkafka::types::RDKafkaErrorCode;
 use rdkafka::{Offset, TopicPartitionList};
 use serde::Serialize;
 
-use crate::cli::run_args::{DEFAULT_MAX_MEMORY_BYTES, DEFAULT_TRANSACTION_TIMEOUT_MS};
 use crate::clusters::{connection_only, load_client_config, Endpoints, CONNECT_TIMEOUT};
 use crate::config::ClientRole;
 use crate::connect::{cluster_id, GaveUp};
@@ -240,6 +239,10 @@ pub struct PlanOptions {
     /// Newest committed records read per source partition to estimate the
     /// average record size (0: no byte estimate).
     pub sample_records: u64,
+    /// `run`'s `--transaction.timeout.ms`, which the lanes' clients get.
+    pub transaction_timeout: Duration,
+    /// `run`'s `--max.memory.bytes`, whose lane share the lanes' clients get.
+    pub max_memory_bytes: usize,
 }
 
 /// Runs every check; blocking (call from a blocking thread inside a tokio
@@ -280,7 +283,13 @@ pub fn plan(options: &PlanOptions) -> anyhow::Result<PlanReport> {
         .map(|(t, _)| ToolConnection::new(t, &options.endpoints.target_config));
     if let (Some((target, _)), Some(tools)) = (&target, &tools) {
         let base = format!("{}.{alias}", options.transactional_id_prefix);
-        probe_transactions(&mut findings, target, &base, tools);
+        probe_transactions(
+            &mut findings,
+            target,
+            &base,
+            options.transaction_timeout,
+            tools,
+        );
     }
     if let (Some((target, _)), Some(tools)) = (&target, &tools) {
         list_acls(&mut findings, target, tools);
@@ -329,7 +338,7 @@ fn check_lane_clients(findings: &mut Findings, options: &PlanOptions) {
         &mut source,
         &mut target,
         &endpoints.source_alias,
-        DEFAULT_TRANSACTION_TIMEOUT_MS,
+        options.transaction_timeout.as_millis() as u64,
         &endpoints.target_config,
     );
     let check = LaneCheck {
@@ -337,8 +346,8 @@ fn check_lane_clients(findings: &mut Findings, options: &PlanOptions) {
             "{}.{}",
             options.transactional_id_prefix, endpoints.source_alias
         ),
-        transaction_timeout: Duration::from_millis(DEFAULT_TRANSACTION_TIMEOUT_MS),
-        budget: BufferBudget::split(DEFAULT_MAX_MEMORY_BYTES, options.layout.lanes() as usize),
+        transaction_timeout: options.transaction_timeout,
+        budget: BufferBudget::split(options.max_memory_bytes, options.layout.lanes() as usize),
         consumer_file: endpoints.source_config.clone(),
         producer_file: endpoints.target_config.clone(),
     };
@@ -407,18 +416,22 @@ fn probe_suffix() -> String {
 /// the lanes' prefix. `init_transactions` is FindCoordinator (Describe on the
 /// transactional id) and InitProducerId (Write), exactly what every lane's
 /// session starts with; the abort sends nothing (no partition was added).
+/// The lanes' transaction timeout: librdkafka judges the file's
+/// `socket.timeout.ms` against it.
 fn probe_transactions(
     findings: &mut Findings,
     target: &ClientConfig,
     base: &str,
+    transaction_timeout: Duration,
     tools: &ToolConnection,
 ) {
     let id = format!("{base}.plan-probe-{}", probe_suffix());
     let mut config = target.clone();
     // A transactional id implies idempotence and acks=all, as for the lanes.
-    config
-        .set("transactional.id", &id)
-        .set("transaction.timeout.ms", "10000");
+    config.set("transactional.id", &id).set(
+        "transaction.timeout.ms",
+        transaction_timeout.as_millis().to_string(),
+    );
     let producer: BaseProducer = match config.create() {
         Ok(p) => p,
         Err(e) => {
@@ -481,6 +494,11 @@ fn probe_finding(
             Some(format!(
                 "`kafka-acls.sh {tools} --add --allow-principal {principal} --operation IdempotentWrite --cluster`"
             )),
+        ),
+        Some(RDKafkaErrorCode::InvalidTransactionTimeout) => line(
+            Kind::Problem,
+            format!("the target refuses --transaction.timeout.ms as above its transaction.max.timeout.ms (InvalidTransactionTimeout for the probe {id}); every lane's init_transactions would fail"),
+            Some("lower --transaction.timeout.ms to at most the target brokers' transaction.max.timeout.ms (900000 unless set), or raise that broker setting".into()),
         ),
         _ if is_timeout(&e) => line(
             Kind::Unknown,

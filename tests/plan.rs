@@ -136,6 +136,70 @@ fn settings_run_would_refuse_for_its_lanes_are_a_problem() {
     );
 }
 
+/// librdkafka judges `socket.timeout.ms` against the transaction timeout:
+/// `plan` takes `run`'s `--transaction.timeout.ms` (and `--max.memory.bytes`)
+/// so it judges the file as the run given the same flags will.
+#[test]
+fn the_files_are_judged_with_the_runs_transaction_timeout() {
+    let bed = bed();
+    let topic = bed.source.create_topic("plan-txn-timeout", 1);
+    let setup = MirrorSetup::new(&bed.source.bootstrap, &bed.target.bootstrap);
+    let mut text = std::fs::read_to_string(&setup.producer_config).unwrap();
+    text.push_str("\nsocket.timeout.ms=30000\n");
+    std::fs::write(&setup.producer_config, text).unwrap();
+
+    let (code, out, _) = plan(&setup, &topic, &["--max.memory.bytes", "64MiB"]);
+    assert_eq!(code, 0, "{out}");
+    let (code, out, _) = plan(&setup, &topic, &["--transaction.timeout.ms", "10000"]);
+    assert_eq!(code, 1, "{out}");
+    let problem = out
+        .lines()
+        .find(|l| l.starts_with("problem:") && l.contains("socket.timeout.ms"))
+        .unwrap_or_else(|| panic!("no problem line names socket.timeout.ms:\n{out}"));
+    assert!(
+        problem.contains(&setup.producer_config.display().to_string()),
+        "{problem}"
+    );
+
+    // Above the brokers' transaction.max.timeout.ms (900000 by default).
+    let (code, out, _) = plan(&setup, &topic, &["--transaction.timeout.ms", "3600000"]);
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        out.lines().any(|l| l.starts_with("problem:")
+            && l.contains("transaction.max.timeout.ms")
+            && l.contains("lower --transaction.timeout.ms")),
+        "{out}"
+    );
+}
+
+/// A MirrorMaker command line plans as it runs: `--num.streams` is the lane
+/// count, and a flag `run` refuses is refused with the same message.
+#[test]
+fn mirrormaker_flags_plan_as_they_run() {
+    let bed = bed();
+    let topic = bed.source.create_topic("plan-mirrormaker", 1);
+    let setup = MirrorSetup::new(&bed.source.bootstrap, &bed.target.bootstrap);
+
+    let (code, out, err) = plan(&setup, &topic, &["--num.streams", "3"]);
+    assert_eq!(code, 0, "{out}");
+    let progress = format!("__eosmirror.progress.{}", setup.alias);
+    assert!(
+        out.contains(&format!(
+            "create: internal topic {progress}: 3 partition(s)"
+        )),
+        "{out}"
+    );
+    assert!(err.contains("--num.streams 3 taken as --lanes 3"), "{err}");
+
+    let (code, out, err) = plan(
+        &setup,
+        &topic,
+        &["--message.handler", "com.example.Handler"],
+    );
+    assert_ne!(code, 0, "{out}");
+    assert!(err.contains("--message.handler is not supported"), "{err}");
+}
+
 #[test]
 fn a_target_topic_with_fewer_partitions_blocks_and_is_named_with_its_fix() {
     let bed = bed();

@@ -6,7 +6,8 @@ use clap::Args;
 
 pub use super::common::ReportFormat;
 use super::common::{ConnectionArgs, TopicArgs};
-use super::run_args::{DeploymentArgs, TargetTopicArgs, ThrottleArgs};
+use super::mirrormaker::MirrorMakerFlags;
+use super::run_args::{DeploymentArgs, LaneClientArgs, TargetTopicArgs, ThrottleArgs};
 
 /// `eosmirror plan`.
 #[derive(Debug, Args)]
@@ -30,6 +31,14 @@ pub struct PlanArgs {
     /// Bounds on the source read rate.
     #[command(flatten)]
     pub throttle: ThrottleArgs,
+
+    /// Memory bound and transaction timeout of the lanes' clients.
+    #[command(flatten)]
+    pub lane_clients: LaneClientArgs,
+
+    /// MirrorMaker's flags, translated or refused as `run` does.
+    #[command(flatten)]
+    pub mirrormaker: MirrorMakerFlags,
 
     /// Newest committed records read per source partition to estimate the
     /// average record size (0: no sampling, no byte estimate).

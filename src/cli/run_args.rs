@@ -12,14 +12,6 @@ use super::common::{ConnectionArgs, TopicArgs};
 use super::common::{parse_park_idle, parse_size, parse_statistics_interval};
 use crate::units::{parse_bytes, parse_count};
 
-/// `--max.memory.bytes` when not given (the flag's default, `256MiB`):
-/// also what `plan` builds a lane's clients with.
-pub const DEFAULT_MAX_MEMORY_BYTES: usize = 256 << 20;
-
-/// `--transaction.timeout.ms` when not given: also what `plan` builds a
-/// lane's clients with.
-pub const DEFAULT_TRANSACTION_TIMEOUT_MS: u64 = 60_000;
-
 /// `eosmirror run`.
 #[derive(Debug, Args)]
 pub struct RunArgs {
@@ -87,26 +79,9 @@ pub struct RunArgs {
     )]
     pub batch_max_bytes: usize,
 
-    /// Bound on buffered record bytes across all partitions (consumer
-    /// prefetch plus producer queues), split evenly between lanes.
-    #[arg(
-        long = "max.memory.bytes",
-        env = "EOSMIRROR_MAX_MEMORY_BYTES",
-        value_name = "BYTES",
-        default_value = "256MiB",
-        value_parser = parse_size
-    )]
-    pub max_memory_bytes: usize,
-
-    /// Transaction timeout (ms): how long the target keeps a stalled
-    /// instance's transaction open before aborting it.
-    #[arg(
-        long = "transaction.timeout.ms",
-        env = "EOSMIRROR_TRANSACTION_TIMEOUT_MS",
-        default_value_t = DEFAULT_TRANSACTION_TIMEOUT_MS,
-        value_parser = clap::value_parser!(u64).range(1_000..)
-    )]
-    pub transaction_timeout_ms: u64,
+    /// Memory bound and transaction timeout of the lanes' clients.
+    #[command(flatten)]
+    pub lane_clients: LaneClientArgs,
 
     /// How long a lane may find nothing to copy before it parks (ms): it
     /// closes its source consumer and target producer, and one client per
@@ -293,6 +268,33 @@ pub struct DeploymentArgs {
     pub lanes: Option<u32>,
 }
 
+/// What the lanes' clients are created with besides the properties files.
+/// Shared by `run` and `plan`, because librdkafka judges some file settings
+/// only together with these.
+#[derive(Debug, Args, Clone)]
+pub struct LaneClientArgs {
+    /// Bound on buffered record bytes across all partitions (consumer
+    /// prefetch plus producer queues), split evenly between lanes.
+    #[arg(
+        long = "max.memory.bytes",
+        env = "EOSMIRROR_MAX_MEMORY_BYTES",
+        value_name = "BYTES",
+        default_value = "256MiB",
+        value_parser = parse_size
+    )]
+    pub max_memory_bytes: usize,
+
+    /// Transaction timeout (ms): how long the target keeps a stalled
+    /// instance's transaction open before aborting it.
+    #[arg(
+        long = "transaction.timeout.ms",
+        env = "EOSMIRROR_TRANSACTION_TIMEOUT_MS",
+        default_value_t = 60_000,
+        value_parser = clap::value_parser!(u64).range(1_000..)
+    )]
+    pub transaction_timeout_ms: u64,
+}
+
 /// How `run` creates and extends target topics. Shared by `run` and `plan`.
 #[derive(Debug, Args, Clone)]
 pub struct TargetTopicArgs {
@@ -422,10 +424,10 @@ mod tests {
     #[test]
     fn byte_sizes_take_units() {
         let run = run_args(&["--max.memory.bytes", "256MiB", "--batch.max.bytes", "5MB"]).unwrap();
-        assert_eq!(run.max_memory_bytes, 256 << 20);
+        assert_eq!(run.lane_clients.max_memory_bytes, 256 << 20);
         assert_eq!(run.batch_max_bytes, 5_000_000);
         let defaults = run_args(&[]).unwrap();
-        assert_eq!(defaults.max_memory_bytes, super::DEFAULT_MAX_MEMORY_BYTES);
+        assert_eq!(defaults.lane_clients.max_memory_bytes, 256 << 20);
         assert_eq!(defaults.batch_max_bytes, 32 << 20);
         let error = run_args(&["--max.memory.bytes", "12 parsecs"])
             .unwrap_err()

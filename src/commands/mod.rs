@@ -12,8 +12,10 @@ pub mod translate;
 pub mod verify;
 
 use crate::cli::common::{ConnectionArgs, TopicArgs};
-use crate::cli::run_args::ThrottleArgs;
+use crate::cli::mirrormaker::MirrorMakerFlags;
+use crate::cli::run_args::{DeploymentArgs, ThrottleArgs};
 use crate::clusters::Endpoints;
+use crate::replication::layout::{Layout, DEFAULT_LANES};
 use crate::replication::throttle::{ThrottleFileError, ThrottleLimits};
 
 /// The clusters and mirror named by the connection options every command
@@ -41,6 +43,21 @@ fn topics_given(args: &TopicArgs) -> String {
             .map(|e| format!(" --exclude {e:?}"))
             .unwrap_or_default()
     )
+}
+
+/// The lane layout `run` and `plan` use: `--lanes`, else MirrorMaker's
+/// `--num.streams`, else the default. Refuses MirrorMaker flags eosmirror
+/// cannot honour and logs what it makes of the others.
+fn layout(deployment: &DeploymentArgs, mirrormaker: &MirrorMakerFlags) -> anyhow::Result<Layout> {
+    for note in mirrormaker.check(deployment.lanes)? {
+        tracing::info!("{note}");
+    }
+    Ok(Layout::new(
+        deployment
+            .lanes
+            .or(mirrormaker.num_streams)
+            .unwrap_or(DEFAULT_LANES),
+    )?)
 }
 
 /// The throttle limits `run` and `plan` use: from the `--throttle.*` flags,

@@ -5,7 +5,6 @@ use std::time::Duration;
 
 use crate::cli::plan_args::PlanArgs;
 use crate::plan::{plan, PlanOptions, PlanReport};
-use crate::replication::layout::{Layout, DEFAULT_LANES};
 
 /// The plan's verdict, whose exit code the binary returns.
 pub use crate::plan::Verdict;
@@ -13,7 +12,7 @@ pub use crate::plan::Verdict;
 /// Runs `eosmirror plan`. Blocking (call from a blocking thread inside a
 /// tokio runtime: see [`plan`]).
 pub fn run(args: &PlanArgs) -> anyhow::Result<PlanReport> {
-    let layout = Layout::new(args.deployment.lanes.unwrap_or(DEFAULT_LANES))?;
+    let layout = super::layout(&args.deployment, &args.mirrormaker)?;
     let topics = args.topics.filter()?;
     let throttle = super::throttle_limits(&args.throttle)?;
     plan(&PlanOptions {
@@ -26,5 +25,7 @@ pub fn run(args: &PlanArgs) -> anyhow::Result<PlanReport> {
         add_partitions: args.target_topics.target_add_partitions,
         progress_retention: Duration::from_millis(args.target_topics.progress_retention_ms),
         sample_records: args.sample_records,
+        transaction_timeout: Duration::from_millis(args.lane_clients.transaction_timeout_ms),
+        max_memory_bytes: args.lane_clients.max_memory_bytes,
     })
 }

@@ -16,7 +16,6 @@ use crate::health::Health;
 use crate::pattern::NamePattern;
 use crate::replication::client_settings::{self, LaneCheck};
 use crate::replication::lane::{GapPolicy, WorkerSettings};
-use crate::replication::layout::{Layout, DEFAULT_LANES};
 use crate::replication::limits::{BatchLimits, BufferBudget};
 use crate::replication::membership::{FleetSettings, LaneOwnership};
 use crate::replication::other_deployments::{refuse_other_deployments, Deployment};
@@ -36,17 +35,10 @@ fn instance_id() -> u64 {
 
 /// Runs replication until SIGTERM/SIGINT or a failure.
 pub async fn run(args: RunArgs) -> anyhow::Result<()> {
-    for note in args.mirrormaker.check(args.deployment.lanes)? {
-        tracing::info!("{note}");
-    }
-    let layout = Layout::new(
-        args.deployment
-            .lanes
-            .or(args.mirrormaker.num_streams)
-            .unwrap_or(DEFAULT_LANES),
-    )?;
+    let layout = super::layout(&args.deployment, &args.mirrormaker)?;
     let stall_limit = Duration::from_millis(args.health_stall_ms);
-    let longest_call = Duration::from_millis(args.transaction_timeout_ms) + Duration::from_secs(10);
+    let longest_call =
+        Duration::from_millis(args.lane_clients.transaction_timeout_ms) + Duration::from_secs(10);
     if stall_limit <= longest_call {
         bail!(
             "--health.stall.ms {} is not longer than the longest blocking Kafka call ({} ms: --transaction.timeout.ms + 10 s); /healthz would call a waiting lane stuck. Use at least {}",
@@ -58,12 +50,12 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     // A lane's transaction is open while its batch collects, one commit
     // interval; the rest of the transaction timeout is for the flush and
     // the commit.
-    let longest_interval = args.transaction_timeout_ms / 2;
+    let longest_interval = args.lane_clients.transaction_timeout_ms / 2;
     if args.commit_interval_ms > longest_interval {
         bail!(
             "--commit.interval.ms {} (MirrorMaker's --offset.commit.interval.ms is taken as it) is how long a lane's transaction collects records, and --transaction.timeout.ms {} would abort it before its commit. Use at most {longest_interval} (half the transaction timeout; the default is 200), or raise --transaction.timeout.ms (the target's transaction.max.timeout.ms caps it)",
             args.commit_interval_ms,
-            args.transaction_timeout_ms,
+            args.lane_clients.transaction_timeout_ms,
         );
     }
     let metrics_listener = match args.metrics_address {
@@ -142,7 +134,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         &mut source,
         &mut target,
         &args.connection.source_alias,
-        args.transaction_timeout_ms,
+        args.lane_clients.transaction_timeout_ms,
         &args.connection.producer_config,
     );
 
@@ -154,8 +146,11 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         let (source, target) = (source.clone(), target.clone());
         let check = LaneCheck {
             transactional_id_base: transactional_id_base.clone(),
-            transaction_timeout: Duration::from_millis(args.transaction_timeout_ms),
-            budget: BufferBudget::split(args.max_memory_bytes, layout.lanes() as usize),
+            transaction_timeout: Duration::from_millis(args.lane_clients.transaction_timeout_ms),
+            budget: BufferBudget::split(
+                args.lane_clients.max_memory_bytes,
+                layout.lanes() as usize,
+            ),
             consumer_file: args.connection.consumer_config.clone(),
             producer_file: args.connection.producer_config.clone(),
         };
@@ -231,7 +226,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
             commit_interval: Duration::from_millis(args.commit_interval_ms),
             idle_poll: Duration::from_millis(500),
         },
-        transaction_timeout: Duration::from_millis(args.transaction_timeout_ms),
+        transaction_timeout: Duration::from_millis(args.lane_clients.transaction_timeout_ms),
         on_source_gap: match args.on_source_gap {
             OnSourceGap::Fail => GapPolicy::Fail,
             OnSourceGap::Skip => GapPolicy::Skip,
@@ -255,7 +250,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
             tools,
         },
         refresh_interval: Duration::from_millis(args.refresh_interval_ms),
-        memory_limit_bytes: args.max_memory_bytes,
+        memory_limit_bytes: args.lane_clients.max_memory_bytes,
         shutdown_timeout: Duration::from_millis(args.shutdown_timeout_ms),
         metadata_timeout: CONNECT_TIMEOUT,
         progress_interval: Duration::from_millis(args.log_progress_ms),

@@ -169,6 +169,12 @@ static RULES: &[KeyRule] = &[
         ALL,
         convert("bootstrap.servers", comma_list),
     ),
+    // The old Scala clients' name, still in MirrorMaker 1 producer files.
+    row(
+        "metadata.broker.list",
+        ALL,
+        convert("bootstrap.servers", comma_list),
+    ),
     row(
         "ssl.endpoint.identification.algorithm",
         ALL,

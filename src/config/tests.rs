@@ -253,6 +253,35 @@ fn plain_and_scram_jaas_become_username_and_password() {
     assert!(dropped(&t, "sasl.jaas.config").reason.contains("`debug`"));
 }
 
+/// The Java client reads no JAAS entry without SASL, so a leftover login
+/// module, even one eosmirror could not use, does not refuse the file.
+#[test]
+fn jaas_under_a_protocol_without_sasl_is_dropped_unread() {
+    for protocol in ["PLAINTEXT", "ssl"] {
+        for module in [
+            "org.apache.kafka.common.security.plain.PlainLoginModule required username=\"alice\" password=\"hunter2\";",
+            "com.sun.security.auth.module.Krb5LoginModule required useKeyTab=true;",
+            "not a JAAS entry password=hunter2",
+        ] {
+            let t = ok(
+                &format!("security.protocol={protocol}\nsasl.jaas.config={module}\n"),
+                ClientRole::Consumer,
+            );
+            let reason = &dropped(&t, "sasl.jaas.config").reason;
+            assert!(
+                reason.contains(&format!("unused with security.protocol={protocol}"))
+                    && reason.contains("set security.protocol=SASL_SSL"),
+                "{reason}"
+            );
+            assert!(
+                t.settings.iter().all(|(k, _)| !k.starts_with("sasl.")),
+                "{t:?}"
+            );
+            assert_hidden(&t, "hunter2");
+        }
+    }
+}
+
 #[test]
 fn malformed_jaas_error_never_shows_the_password() {
     for text in [
@@ -353,6 +382,34 @@ fn a_setting_under_two_librdkafka_names_conflicts() {
         ClientRole::Producer,
     );
     assert_eq!(t.get("bootstrap.servers"), Some("a:9092"));
+}
+
+/// MirrorMaker 1 producer files name the brokers with the Scala clients'
+/// `metadata.broker.list`, alone or beside `bootstrap.servers`.
+#[test]
+fn the_old_broker_list_names_the_bootstrap_servers() {
+    let t = ok(
+        "metadata.broker.list=a:9092, b:9092\n",
+        ClientRole::Producer,
+    );
+    assert_eq!(t.get("bootstrap.servers"), Some("a:9092,b:9092"));
+    assert_eq!(t.get("metadata.broker.list"), None);
+
+    let e = err(
+        "bootstrap.servers=a:9092\nmetadata.broker.list=b:9092\n",
+        ClientRole::Producer,
+    );
+    assert!(
+        matches!(
+            e,
+            ConfigError::Conflict {
+                first_line: 1,
+                second_line: 2,
+                ..
+            }
+        ),
+        "{e:?}"
+    );
 }
 
 #[test]

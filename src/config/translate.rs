@@ -232,6 +232,16 @@ impl<'a> Translator<'a> {
                         }
                         Ok(())
                     }
+                    Handler::Jaas if self.without_sasl().is_some() => {
+                        // The Java client reads no JAAS entry without SASL: a
+                        // leftover login module must not refuse a working file.
+                        let protocol = self.without_sasl().unwrap_or_default();
+                        self.drop(
+                            p,
+                            format!("unused with security.protocol={protocol} (the Java client does not use it either); if the cluster needs SASL, set security.protocol=SASL_SSL or SASL_PLAINTEXT"),
+                        );
+                        Ok(())
+                    }
                     Handler::Jaas => self.jaas(p),
                     Handler::TrustStore => self.trust_store(),
                     Handler::KeyStore => self.key_store(),
@@ -248,7 +258,7 @@ impl<'a> Translator<'a> {
             // Old MirrorMaker files often repeat a setting under its old
             // name (`metadata.broker.list` beside `bootstrap.servers`): one
             // value under two names leaves nothing to choose.
-            if earlier.key != key && earlier.value == value {
+            if earlier.source_key != from.key() && earlier.value == value {
                 return Ok(());
             }
             return Err(ConfigError::Conflict {
@@ -472,6 +482,19 @@ impl<'a> Translator<'a> {
             .map(java_value)
             .filter(|v| {
                 ["PLAINTEXT", "SASL_PLAINTEXT"]
+                    .iter()
+                    .any(|t| v.eq_ignore_ascii_case(t))
+            })
+    }
+
+    /// The file's `security.protocol` when it names one without SASL
+    /// (`PLAINTEXT`, `SSL`): no JAAS entry is read then.
+    fn without_sasl(&self) -> Option<&'a str> {
+        self.props
+            .property("security.protocol")
+            .map(java_value)
+            .filter(|v| {
+                ["PLAINTEXT", "SSL"]
                     .iter()
                     .any(|t| v.eq_ignore_ascii_case(t))
             })
