@@ -357,6 +357,9 @@ fn check_lane_clients(findings: &mut Findings, options: &PlanOptions) {
             "change the setting it names, in the file it names",
         );
     }
+    if let Some(warning) = check.memory_beyond_bound(&source, options.layout.lanes()) {
+        findings.add(Kind::Warning, warning);
+    }
 }
 
 /// `run`'s start-up check of one cluster: its connection settings and id,

@@ -136,9 +136,9 @@ fn settings_run_would_refuse_for_its_lanes_are_a_problem() {
     );
 }
 
-/// librdkafka judges `socket.timeout.ms` against the transaction timeout:
-/// `plan` takes `run`'s `--transaction.timeout.ms` (and `--max.memory.bytes`)
-/// so it judges the file as the run given the same flags will.
+/// librdkafka judges `socket.timeout.ms` against the transaction timeout,
+/// and a lane's fetch share comes from `--max.memory.bytes`: `plan` takes
+/// both flags, so it judges the files as the run given them will.
 #[test]
 fn the_files_are_judged_with_the_runs_transaction_timeout() {
     let bed = bed();
@@ -148,8 +148,19 @@ fn the_files_are_judged_with_the_runs_transaction_timeout() {
     text.push_str("\nsocket.timeout.ms=30000\n");
     std::fs::write(&setup.producer_config, text).unwrap();
 
+    let mut text = std::fs::read_to_string(&setup.consumer_config).unwrap();
+    text.push_str("\nfetch.max.bytes=104857600\n");
+    std::fs::write(&setup.consumer_config, text).unwrap();
+
+    // A fetch above a lane's share of the memory bound is a warning with its cost.
     let (code, out, _) = plan(&setup, &topic, &["--max.memory.bytes", "64MiB"]);
     assert_eq!(code, 0, "{out}");
+    assert!(
+        out.lines()
+            .any(|l| l.starts_with("warning: fetch.max.bytes=104857600")
+                && l.contains("over 4 lane(s)")),
+        "{out}"
+    );
     let (code, out, _) = plan(&setup, &topic, &["--transaction.timeout.ms", "10000"]);
     assert_eq!(code, 1, "{out}");
     let problem = out

@@ -154,6 +154,9 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
             consumer_file: args.connection.consumer_config.clone(),
             producer_file: args.connection.producer_config.clone(),
         };
+        if let Some(warning) = check.memory_beyond_bound(&source, layout.lanes()) {
+            tracing::warn!("{warning}");
+        }
         tokio::task::spawn_blocking(move || check.refuse_unusable(&source, &target)).await??;
     }
 

@@ -126,6 +126,23 @@ impl LaneCheck {
     }
 }
 
+impl LaneCheck {
+    /// Why the consumer file lets a lane hold more than its share of
+    /// `--max.memory.bytes`, if it does: a `fetch.max.bytes` of its own wins
+    /// over the lane's fetch share (trading memory for speed is the user's
+    /// call), so the bound no longer holds and the user is told by how much.
+    pub fn memory_beyond_bound(&self, source: &ClientConfig, lanes: u32) -> Option<String> {
+        let fetch = source.get("fetch.max.bytes")?.parse::<usize>().ok()?;
+        let share = self.budget.consumer_fetch_bytes;
+        let beyond = fetch.checked_sub(share).filter(|&b| b > 0)?;
+        Some(format!(
+            "fetch.max.bytes={fetch} in {} is above a lane's fetch share of --max.memory.bytes ({share} bytes): each lane may hold up to {beyond} bytes more, {} in all over {lanes} lane(s). Remove the line to keep memory within --max.memory.bytes, or raise --max.memory.bytes",
+            self.consumer_file.display(),
+            beyond.saturating_mul(lanes as usize),
+        ))
+    }
+}
+
 /// Caps the lanes' delivery timeout at the transaction timeout. librdkafka
 /// refuses a transactional producer whose records may outlive their
 /// transaction, and Java files often spell out Java's default
@@ -150,6 +167,29 @@ fn fit_delivery_timeout(target: &mut ClientConfig, transaction_timeout_ms: u64, 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_consumer_fetch_above_the_lane_share_is_named_with_its_cost() {
+        let check = LaneCheck {
+            transactional_id_base: "eosmirror.source".into(),
+            transaction_timeout: Duration::from_secs(60),
+            budget: BufferBudget::split(256 << 20, 4),
+            consumer_file: PathBuf::from("consumer.properties"),
+            producer_file: PathBuf::from("producer.properties"),
+        };
+        let share = check.budget.consumer_fetch_bytes;
+        let mut source = ClientConfig::new();
+        assert_eq!(check.memory_beyond_bound(&source, 4), None);
+        source.set("fetch.max.bytes", share.to_string());
+        assert_eq!(check.memory_beyond_bound(&source, 4), None);
+        source.set("fetch.max.bytes", (share + 1000).to_string());
+        let warning = check.memory_beyond_bound(&source, 4).unwrap();
+        assert!(
+            warning.contains("consumer.properties")
+                && warning.contains("up to 1000 bytes more, 4000 in all over 4 lane(s)"),
+            "{warning}"
+        );
+    }
 
     #[test]
     fn a_delivery_timeout_past_the_transaction_timeout_is_capped() {
