@@ -265,23 +265,30 @@ pub fn plan(options: &PlanOptions) -> anyhow::Result<PlanReport> {
         &options.endpoints.target_config,
         ClientRole::Producer,
     );
-    if let (Some((_, source_id)), Some((_, target_id))) = (&source, &target) {
-        if source_id == target_id {
+    if let (Some(source), Some(target)) = (&source, &target) {
+        if source.id == target.id {
             findings.problem(
-                format!("source and target are the same cluster (id {source_id})"),
+                format!("source and target are the same cluster (id {})", source.id),
                 "point --producer.config at the target cluster",
             );
         }
     }
 
-    if source.is_some() && target.is_some() {
-        check_lane_clients(&mut findings, options);
+    if let (Some(source), Some(target)) = (&source, &target) {
+        check_lane_clients(
+            &mut findings,
+            source.whole.clone(),
+            target.whole.clone(),
+            options,
+        );
     }
+    let source = source.map(|s| s.connection);
+    let target = target.map(|t| t.connection);
 
     let tools = target
         .as_ref()
-        .map(|(t, _)| ToolConnection::new(t, &options.endpoints.target_config));
-    if let (Some((target, _)), Some(tools)) = (&target, &tools) {
+        .map(|t| ToolConnection::new(t, &options.endpoints.target_config));
+    if let (Some(target), Some(tools)) = (&target, &tools) {
         let base = format!("{}.{alias}", options.transactional_id_prefix);
         probe_transactions(
             &mut findings,
@@ -291,12 +298,12 @@ pub fn plan(options: &PlanOptions) -> anyhow::Result<PlanReport> {
             tools,
         );
     }
-    if let (Some((target, _)), Some(tools)) = (&target, &tools) {
+    if let (Some(target), Some(tools)) = (&target, &tools) {
         list_acls(&mut findings, target, tools);
     }
 
     let mut estimate = None;
-    if let (Some((source, _)), Some((target, _)), Some(tools)) = (&source, &target, tools) {
+    if let (Some(source), Some(target), Some(tools)) = (&source, &target, tools) {
         let target_topics = TargetTopicOptions {
             replication_factor: options.replication_factor,
             add_partitions: options.add_partitions,
@@ -319,21 +326,17 @@ pub fn plan(options: &PlanOptions) -> anyhow::Result<PlanReport> {
     })
 }
 
-/// `run`'s check that librdkafka takes the files' settings as a lane's
-/// clients get them (with the default `--max.memory.bytes` and
-/// `--transaction.timeout.ms`): some combinations it refuses only when a
-/// client is created.
-fn check_lane_clients(findings: &mut Findings, options: &PlanOptions) {
+/// `run`'s check that librdkafka takes the files' settings (`source`,
+/// `target`: all of them) as a lane's clients get them, with the
+/// `--max.memory.bytes` and `--transaction.timeout.ms` given: some
+/// combinations it refuses only when a client is created.
+fn check_lane_clients(
+    findings: &mut Findings,
+    mut source: ClientConfig,
+    mut target: ClientConfig,
+    options: &PlanOptions,
+) {
     let endpoints = &options.endpoints;
-    // Read again without logging: `connect` logged what the files hold.
-    let (Ok(source), Ok(target)) = (
-        crate::config::load_client_config(&endpoints.source_config, ClientRole::Consumer),
-        crate::config::load_client_config(&endpoints.target_config, ClientRole::Producer),
-    ) else {
-        // Already reported by `connect`.
-        return;
-    };
-    let (mut source, mut target) = (source.client_config(), target.client_config());
     client_settings::for_lanes(
         &mut source,
         &mut target,
@@ -362,15 +365,25 @@ fn check_lane_clients(findings: &mut Findings, options: &PlanOptions) {
     }
 }
 
-/// `run`'s start-up check of one cluster: its connection settings and id,
-/// or a `problem:` (a named cause: credentials, TLS, advertised listeners,
-/// a file `run` would refuse) or `unknown:` (no answer in time) line.
+/// A cluster `run`'s start-up check reached.
+struct Reached {
+    /// Every setting of its file, for the lanes' client check.
+    whole: ClientConfig,
+    /// The settings that reach and authenticate, for plan's own clients.
+    connection: ClientConfig,
+    /// The cluster id, to tell source and target apart.
+    id: String,
+}
+
+/// `run`'s start-up check of one cluster: its settings and id, or a
+/// `problem:` (a named cause: credentials, TLS, advertised listeners, a
+/// file `run` would refuse) or `unknown:` (no answer in time) line.
 fn connect(
     findings: &mut Findings,
     name: &'static str,
     file: &Path,
     role: ClientRole,
-) -> Option<(ClientConfig, String)> {
+) -> Option<Reached> {
     let config = match load_client_config(file, role) {
         Ok(config) => config,
         Err(e) => {
@@ -392,7 +405,11 @@ fn connect(
                     file.display()
                 ),
             );
-            Some((connection, id))
+            Some(Reached {
+                whole: config,
+                connection,
+                id,
+            })
         }
         Err(e) if e.downcast_ref::<GaveUp>().is_some() => {
             findings.add(Kind::Unknown, crate::error_chain::one_line(&e));
