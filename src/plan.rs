@@ -219,6 +219,8 @@ pub struct PlanOptions {
     /// Both clusters, and the alias that names the deployment's internal
     /// topics and transactional ids.
     pub endpoints: Endpoints,
+    /// Why `run` would refuse its own flags (before it connects), if it would.
+    pub flags_refused: Option<String>,
     /// The deployment's lane count.
     pub layout: Layout,
     /// The source topics `run` would copy.
@@ -253,6 +255,12 @@ pub fn plan(options: &PlanOptions) -> anyhow::Result<PlanReport> {
     let layout = options.layout;
     let filter = &options.topics;
 
+    if let Some(refused) = &options.flags_refused {
+        findings.problem(
+            format!("run refuses its flags: {refused}"),
+            "change the flags as the message says",
+        );
+    }
     let source = connect(
         &mut findings,
         "source",

@@ -284,11 +284,20 @@ fn translate_while_open(
         std::thread::sleep(Duration::from_secs(2));
         open.commit();
     });
+    let (code, report, output) = translate_json(setup, group);
+    committer.join().unwrap();
+    assert_eq!(code, 0, "{output}");
+    report.unwrap_or_else(|| panic!("no report:\n{output}"))
+}
+
+/// `translate --group <group> --format json`: the exit code, the report
+/// (none when standard output is not JSON), and standard output and error
+/// for assertion messages.
+fn translate_json(setup: &MirrorSetup, group: &str) -> (i32, Option<serde_json::Value>, String) {
     let (code, stdout, stderr) =
         setup.command("translate", &["--group", group, "--format", "json"]);
-    committer.join().unwrap();
-    assert_eq!(code, 0, "{stdout}\n{stderr}");
-    serde_json::from_str(&stdout).unwrap()
+    let report = serde_json::from_str(&stdout).ok();
+    (code, report, format!("{stdout}\n{stderr}"))
 }
 
 /// A partition idle for longer than the progress topic's retention has no
@@ -461,9 +470,8 @@ fn one_lanes_expired_history_does_not_expire_the_partitions_of_another() {
     let group = unique_name("lane-expiry");
     bed.source
         .commit_group(&group, &[(&topic, 0, 5), (&topic, 1, 5)]);
-    let (_, stdout, stderr) = setup.command("translate", &["--group", &group, "--format", "json"]);
-    let report: serde_json::Value =
-        serde_json::from_str(&stdout).unwrap_or_else(|_| panic!("{stdout}\n{stderr}"));
+    let (_, report, output) = translate_json(&setup, &group);
+    let report = report.unwrap_or_else(|| panic!("{output}"));
     let partition = |p: i64| {
         report["partitions"]
             .as_array()
@@ -518,10 +526,8 @@ fn a_group_behind_a_progress_topic_deleted_and_created_again_is_refused_as_expir
     for (offset, expired) in [(5, true), (25, false)] {
         let group = unique_name("progress-recreated");
         bed.source.commit_group(&group, &[(&topic, 0, offset)]);
-        let (_, stdout, stderr) =
-            setup.command("translate", &["--group", &group, "--format", "json"]);
-        let report: serde_json::Value =
-            serde_json::from_str(&stdout).unwrap_or_else(|_| panic!("{stdout}\n{stderr}"));
+        let (_, report, output) = translate_json(&setup, &group);
+        let report = report.unwrap_or_else(|| panic!("{output}"));
         let partition = &report["partitions"][0];
         if expired {
             assert!(
@@ -562,15 +568,6 @@ fn translation_reads_only_the_tail_of_the_history_its_groups_need() {
     bed.target
         .write_long_history(&bed.source, &internal.progress, &topic, RECORDS, 1);
 
-    let translate = |group: &str| {
-        let (code, stdout, stderr) =
-            setup.command("translate", &["--group", group, "--format", "json"]);
-        (
-            code,
-            serde_json::from_str::<serde_json::Value>(&stdout).ok(),
-            stderr,
-        )
-    };
     // Two groups near the end: one exact, one caught up (the tail).
     let (recent, caught_up) = (unique_name("tail-recent"), unique_name("tail-caught-up"));
     bed.source
@@ -580,9 +577,9 @@ fn translation_reads_only_the_tail_of_the_history_its_groups_need() {
         (&recent, RECORDS - 49, "exact"),
         (&caught_up, RECORDS + 1, "tail"),
     ] {
-        let (code, report, stderr) = translate(group);
-        let report = report.unwrap_or_else(|| panic!("{group}: no report:\n{stderr}"));
-        assert_eq!(code, 0, "{report}\n{stderr}");
+        let (code, report, output) = translate_json(&setup, group);
+        let report = report.unwrap_or_else(|| panic!("{group}: no report:\n{output}"));
+        assert_eq!(code, 0, "{output}");
         let translation = &report["partitions"][0]["translation"];
         assert_eq!(
             translation["target_offset"].as_i64(),
@@ -595,9 +592,9 @@ fn translation_reads_only_the_tail_of_the_history_its_groups_need() {
     // cannot be read.
     let oldest = unique_name("tail-oldest");
     bed.source.commit_group(&oldest, &[(&topic, 0, 0)]);
-    let (code, _, stderr) = translate(&oldest);
-    assert_ne!(code, 0, "{stderr}");
-    assert!(stderr.contains("offset 0 is unreadable"), "{stderr}");
+    let (code, _, output) = translate_json(&setup, &oldest);
+    assert_ne!(code, 0, "{output}");
+    assert!(output.contains("offset 0 is unreadable"), "{output}");
 }
 
 /// A partition idle for longer than the progress topic's retention has no
@@ -628,10 +625,9 @@ fn a_group_caught_up_on_an_idle_partition_needs_none_of_its_lanes_history() {
 
     let caught_up = unique_name("idle-caught-up");
     bed.source.commit_group(&caught_up, &[(&idle, 0, 10)]);
-    let (code, stdout, stderr) =
-        setup.command("translate", &["--group", &caught_up, "--format", "json"]);
-    assert_eq!(code, 0, "{stdout}\n{stderr}");
-    let report: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    let (code, report, output) = translate_json(&setup, &caught_up);
+    assert_eq!(code, 0, "{output}");
+    let report = report.unwrap_or_else(|| panic!("{output}"));
     let translation = &report["partitions"][0]["translation"];
     assert_eq!(translation["target_offset"].as_i64(), Some(11), "{report}");
     assert_eq!(translation["kind"], "tail", "{report}");
@@ -693,14 +689,13 @@ fn a_partition_with_nothing_copied_translates_to_the_end_of_its_emptied_target()
 
     let setup = MirrorSetup::new(&bed.source.bootstrap, &bed.target.bootstrap);
     let mut mirror = setup.start(&topic, &[]);
-    let args = ["--group", group.as_str(), "--format", "json"];
     // Translatable once the lane's first session claimed the partition.
     let translation = mirror.wait_until(
         Duration::from_secs(60),
         Duration::from_millis(500),
         || {
-            let (code, stdout, _) = setup.command("translate", &args);
-            let report: serde_json::Value = serde_json::from_str(&stdout).ok()?;
+            let (code, report, _) = translate_json(&setup, &group);
+            let report = report?;
             let translation = report["partitions"][0]["translation"].clone();
             (code == 0 && translation.is_object()).then_some(translation)
         },
@@ -722,9 +717,9 @@ fn a_partition_with_nothing_copied_translates_to_the_end_of_its_emptied_target()
         Duration::from_secs(120),
         &mut mirror,
     );
-    let (code, stdout, stderr) = setup.command("translate", &args);
-    assert_eq!(code, 0, "{stdout}\n{stderr}");
-    let report: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    let (code, report, output) = translate_json(&setup, &group);
+    assert_eq!(code, 0, "{output}");
+    let report = report.unwrap_or_else(|| panic!("{output}"));
     let translation = &report["partitions"][0]["translation"];
     assert_eq!(translation["target_offset"].as_i64(), Some(5), "{report}");
     assert_eq!(translation["kind"], "exact", "{report}");

@@ -183,8 +183,9 @@ fn the_files_are_judged_with_the_runs_transaction_timeout() {
     );
 }
 
-/// A MirrorMaker command line plans as it runs: `--num.streams` is the lane
-/// count, and a flag `run` refuses is refused with the same message.
+/// A run's command line plans as it runs: `--num.streams` is the lane
+/// count, run-only flags are accepted, and flags `run` refuses are a
+/// problem with the message `run` stops with.
 #[test]
 fn mirrormaker_flags_plan_as_they_run() {
     let bed = bed();
@@ -202,13 +203,41 @@ fn mirrormaker_flags_plan_as_they_run() {
     );
     assert!(err.contains("--num.streams 3 taken as --lanes 3"), "{err}");
 
-    let (code, out, err) = plan(
+    // Run-only flags (MirrorMaker's --offset.commit.interval.ms among them)
+    // are accepted; flags run refuses are a problem, as run stops on them.
+    let (code, out, _) = plan(
         &setup,
         &topic,
-        &["--message.handler", "com.example.Handler"],
+        &[
+            "--offset.commit.interval.ms",
+            "1000",
+            "--metrics.address",
+            "127.0.0.1:0",
+        ],
     );
-    assert_ne!(code, 0, "{out}");
-    assert!(err.contains("--message.handler is not supported"), "{err}");
+    assert_eq!(code, 0, "{out}");
+    for (flags, named) in [
+        (
+            &["--message.handler", "com.example.Handler"][..],
+            "--message.handler is not supported",
+        ),
+        (
+            &["--transaction.timeout.ms", "300000"][..],
+            "--health.stall.ms 180000 is not longer",
+        ),
+        (
+            &["--offset.commit.interval.ms", "40000"][..],
+            "--commit.interval.ms 40000",
+        ),
+    ] {
+        let (code, out, _) = plan(&setup, &topic, flags);
+        assert_eq!(code, 1, "{flags:?}: {out}");
+        assert!(
+            out.lines()
+                .any(|l| l.starts_with("problem: run refuses its flags:") && l.contains(named)),
+            "{flags:?}: {out}"
+        );
+    }
 }
 
 #[test]

@@ -1,44 +1,20 @@
-//! Options of `eosmirror plan`: `run`'s own flags for the clusters, topics,
-//! deployment, target topics and throttle (the same clap groups), so the
-//! command line of tomorrow's run is checked as it will be given.
+//! Options of `eosmirror plan`: every flag of `run` (the same clap groups),
+//! so tomorrow's command line is checked as it will be given, plus the
+//! plan's own sampling and report format.
 
 use clap::Args;
 
 pub use super::common::ReportFormat;
-use super::common::{ConnectionArgs, TopicArgs};
-use super::mirrormaker::MirrorMakerFlags;
-use super::run_args::{DeploymentArgs, LaneClientArgs, TargetTopicArgs, ThrottleArgs};
+use super::run_args::RunArgs;
 
 /// `eosmirror plan`.
 #[derive(Debug, Args)]
 pub struct PlanArgs {
-    /// The two clusters and how to reach them.
+    /// `run`'s flags, as the run will get them. Those that matter only
+    /// while running (`--state.dir`, `--metrics.address`, ...) are
+    /// accepted and not used.
     #[command(flatten)]
-    pub connection: ConnectionArgs,
-
-    /// Which source topics.
-    #[command(flatten)]
-    pub topics: TopicArgs,
-
-    /// Which deployment on the target: transactional ids and lane count.
-    #[command(flatten)]
-    pub deployment: DeploymentArgs,
-
-    /// How target topics are created and extended.
-    #[command(flatten)]
-    pub target_topics: TargetTopicArgs,
-
-    /// Bounds on the source read rate.
-    #[command(flatten)]
-    pub throttle: ThrottleArgs,
-
-    /// Memory bound and transaction timeout of the lanes' clients.
-    #[command(flatten)]
-    pub lane_clients: LaneClientArgs,
-
-    /// MirrorMaker's flags, translated or refused as `run` does.
-    #[command(flatten)]
-    pub mirrormaker: MirrorMakerFlags,
+    pub run: RunArgs,
 
     /// Newest committed records read per source partition to estimate the
     /// average record size (0: no sampling, no byte estimate).

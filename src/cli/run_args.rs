@@ -79,9 +79,26 @@ pub struct RunArgs {
     )]
     pub batch_max_bytes: usize,
 
-    /// Memory bound and transaction timeout of the lanes' clients.
-    #[command(flatten)]
-    pub lane_clients: LaneClientArgs,
+    /// Bound on buffered record bytes across all partitions (consumer
+    /// prefetch plus producer queues), split evenly between lanes.
+    #[arg(
+        long = "max.memory.bytes",
+        env = "EOSMIRROR_MAX_MEMORY_BYTES",
+        value_name = "BYTES",
+        default_value = "256MiB",
+        value_parser = parse_size
+    )]
+    pub max_memory_bytes: usize,
+
+    /// Transaction timeout (ms): how long the target keeps a stalled
+    /// instance's transaction open before aborting it.
+    #[arg(
+        long = "transaction.timeout.ms",
+        env = "EOSMIRROR_TRANSACTION_TIMEOUT_MS",
+        default_value_t = 60_000,
+        value_parser = clap::value_parser!(u64).range(1_000..)
+    )]
+    pub transaction_timeout_ms: u64,
 
     /// How long a lane may find nothing to copy before it parks (ms): it
     /// closes its source consumer and target producer, and one client per
@@ -268,33 +285,6 @@ pub struct DeploymentArgs {
     pub lanes: Option<u32>,
 }
 
-/// What the lanes' clients are created with besides the properties files.
-/// Shared by `run` and `plan`, because librdkafka judges some file settings
-/// only together with these.
-#[derive(Debug, Args, Clone)]
-pub struct LaneClientArgs {
-    /// Bound on buffered record bytes across all partitions (consumer
-    /// prefetch plus producer queues), split evenly between lanes.
-    #[arg(
-        long = "max.memory.bytes",
-        env = "EOSMIRROR_MAX_MEMORY_BYTES",
-        value_name = "BYTES",
-        default_value = "256MiB",
-        value_parser = parse_size
-    )]
-    pub max_memory_bytes: usize,
-
-    /// Transaction timeout (ms): how long the target keeps a stalled
-    /// instance's transaction open before aborting it.
-    #[arg(
-        long = "transaction.timeout.ms",
-        env = "EOSMIRROR_TRANSACTION_TIMEOUT_MS",
-        default_value_t = 60_000,
-        value_parser = clap::value_parser!(u64).range(1_000..)
-    )]
-    pub transaction_timeout_ms: u64,
-}
-
 /// How `run` creates and extends target topics. Shared by `run` and `plan`.
 #[derive(Debug, Args, Clone)]
 pub struct TargetTopicArgs {
@@ -424,10 +414,10 @@ mod tests {
     #[test]
     fn byte_sizes_take_units() {
         let run = run_args(&["--max.memory.bytes", "256MiB", "--batch.max.bytes", "5MB"]).unwrap();
-        assert_eq!(run.lane_clients.max_memory_bytes, 256 << 20);
+        assert_eq!(run.max_memory_bytes, 256 << 20);
         assert_eq!(run.batch_max_bytes, 5_000_000);
         let defaults = run_args(&[]).unwrap();
-        assert_eq!(defaults.lane_clients.max_memory_bytes, 256 << 20);
+        assert_eq!(defaults.max_memory_bytes, 256 << 20);
         assert_eq!(defaults.batch_max_bytes, 32 << 20);
         let error = run_args(&["--max.memory.bytes", "12 parsecs"])
             .unwrap_err()

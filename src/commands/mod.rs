@@ -11,9 +11,11 @@ pub mod status;
 pub mod translate;
 pub mod verify;
 
+use anyhow::bail;
+
 use crate::cli::common::{ConnectionArgs, TopicArgs};
 use crate::cli::mirrormaker::MirrorMakerFlags;
-use crate::cli::run_args::{DeploymentArgs, ThrottleArgs};
+use crate::cli::run_args::{DeploymentArgs, RunArgs, ThrottleArgs};
 use crate::clusters::Endpoints;
 use crate::replication::layout::{Layout, DEFAULT_LANES};
 use crate::replication::throttle::{ThrottleFileError, ThrottleLimits};
@@ -46,18 +48,44 @@ fn topics_given(args: &TopicArgs) -> String {
 }
 
 /// The lane layout `run` and `plan` use: `--lanes`, else MirrorMaker's
-/// `--num.streams`, else the default. Refuses MirrorMaker flags eosmirror
-/// cannot honour and logs what it makes of the others.
+/// `--num.streams`, else the default.
 fn layout(deployment: &DeploymentArgs, mirrormaker: &MirrorMakerFlags) -> anyhow::Result<Layout> {
-    for note in mirrormaker.check(deployment.lanes)? {
-        tracing::info!("{note}");
-    }
     Ok(Layout::new(
         deployment
             .lanes
             .or(mirrormaker.num_streams)
             .unwrap_or(DEFAULT_LANES),
     )?)
+}
+
+/// What `run` refuses in its own flags before it connects anywhere
+/// (`plan` reports it as a problem): MirrorMaker flags eosmirror cannot
+/// honour, and timeouts that contradict each other. Logs what it makes of
+/// the MirrorMaker flags it takes.
+fn refuse_flags(args: &RunArgs) -> anyhow::Result<()> {
+    for note in args.mirrormaker.check(args.deployment.lanes)? {
+        tracing::info!("{note}");
+    }
+    let longest_call = args.transaction_timeout_ms + 10_000;
+    if args.health_stall_ms <= longest_call {
+        bail!(
+            "--health.stall.ms {} is not longer than the longest blocking Kafka call ({longest_call} ms: --transaction.timeout.ms + 10 s); /healthz would call a waiting lane stuck. Use at least {}",
+            args.health_stall_ms,
+            longest_call + 60_000
+        );
+    }
+    // A lane's transaction is open while its batch collects, one commit
+    // interval; the rest of the transaction timeout is for the flush and
+    // the commit.
+    let longest_interval = args.transaction_timeout_ms / 2;
+    if args.commit_interval_ms > longest_interval {
+        bail!(
+            "--commit.interval.ms {} (MirrorMaker's --offset.commit.interval.ms is taken as it) is how long a lane's transaction collects records, and --transaction.timeout.ms {} would abort it before its commit. Use at most {longest_interval} (half the transaction timeout; the default is 200), or raise --transaction.timeout.ms (the target's transaction.max.timeout.ms caps it)",
+            args.commit_interval_ms,
+            args.transaction_timeout_ms,
+        );
+    }
+    Ok(())
 }
 
 /// The throttle limits `run` and `plan` use: from the `--throttle.*` flags,

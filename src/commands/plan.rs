@@ -12,20 +12,25 @@ pub use crate::plan::Verdict;
 /// Runs `eosmirror plan`. Blocking (call from a blocking thread inside a
 /// tokio runtime: see [`plan`]).
 pub fn run(args: &PlanArgs) -> anyhow::Result<PlanReport> {
-    let layout = super::layout(&args.deployment, &args.mirrormaker)?;
-    let topics = args.topics.filter()?;
-    let throttle = super::throttle_limits(&args.throttle)?;
+    let run = &args.run;
+    let flags_refused = super::refuse_flags(run)
+        .err()
+        .map(|e| crate::error_chain::one_line(&e));
+    let layout = super::layout(&run.deployment, &run.mirrormaker)?;
+    let topics = run.topics.filter()?;
+    let throttle = super::throttle_limits(&run.throttle)?;
     plan(&PlanOptions {
-        endpoints: super::endpoints(&args.connection),
+        endpoints: super::endpoints(&run.connection),
+        flags_refused,
         layout,
         topics,
         throttle,
-        transactional_id_prefix: args.deployment.transactional_id_prefix.clone(),
-        replication_factor: args.target_topics.target_replication_factor,
-        add_partitions: args.target_topics.target_add_partitions,
-        progress_retention: Duration::from_millis(args.target_topics.progress_retention_ms),
+        transactional_id_prefix: run.deployment.transactional_id_prefix.clone(),
+        replication_factor: run.target_topics.target_replication_factor,
+        add_partitions: run.target_topics.target_add_partitions,
+        progress_retention: Duration::from_millis(run.target_topics.progress_retention_ms),
         sample_records: args.sample_records,
-        transaction_timeout: Duration::from_millis(args.lane_clients.transaction_timeout_ms),
-        max_memory_bytes: args.lane_clients.max_memory_bytes,
+        transaction_timeout: Duration::from_millis(run.transaction_timeout_ms),
+        max_memory_bytes: run.max_memory_bytes,
     })
 }

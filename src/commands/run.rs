@@ -35,29 +35,8 @@ fn instance_id() -> u64 {
 
 /// Runs replication until SIGTERM/SIGINT or a failure.
 pub async fn run(args: RunArgs) -> anyhow::Result<()> {
+    super::refuse_flags(&args)?;
     let layout = super::layout(&args.deployment, &args.mirrormaker)?;
-    let stall_limit = Duration::from_millis(args.health_stall_ms);
-    let longest_call =
-        Duration::from_millis(args.lane_clients.transaction_timeout_ms) + Duration::from_secs(10);
-    if stall_limit <= longest_call {
-        bail!(
-            "--health.stall.ms {} is not longer than the longest blocking Kafka call ({} ms: --transaction.timeout.ms + 10 s); /healthz would call a waiting lane stuck. Use at least {}",
-            args.health_stall_ms,
-            longest_call.as_millis(),
-            longest_call.as_millis() + 60_000
-        );
-    }
-    // A lane's transaction is open while its batch collects, one commit
-    // interval; the rest of the transaction timeout is for the flush and
-    // the commit.
-    let longest_interval = args.lane_clients.transaction_timeout_ms / 2;
-    if args.commit_interval_ms > longest_interval {
-        bail!(
-            "--commit.interval.ms {} (MirrorMaker's --offset.commit.interval.ms is taken as it) is how long a lane's transaction collects records, and --transaction.timeout.ms {} would abort it before its commit. Use at most {longest_interval} (half the transaction timeout; the default is 200), or raise --transaction.timeout.ms (the target's transaction.max.timeout.ms caps it)",
-            args.commit_interval_ms,
-            args.lane_clients.transaction_timeout_ms,
-        );
-    }
     let metrics_listener = match args.metrics_address {
         Some(address) => Some(crate::endpoint::bind(address).await?),
         None => None,
@@ -134,7 +113,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         &mut source,
         &mut target,
         &args.connection.source_alias,
-        args.lane_clients.transaction_timeout_ms,
+        args.transaction_timeout_ms,
         &args.connection.producer_config,
     );
 
@@ -146,11 +125,8 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         let (source, target) = (source.clone(), target.clone());
         let check = LaneCheck {
             transactional_id_base: transactional_id_base.clone(),
-            transaction_timeout: Duration::from_millis(args.lane_clients.transaction_timeout_ms),
-            budget: BufferBudget::split(
-                args.lane_clients.max_memory_bytes,
-                layout.lanes() as usize,
-            ),
+            transaction_timeout: Duration::from_millis(args.transaction_timeout_ms),
+            budget: BufferBudget::split(args.max_memory_bytes, layout.lanes() as usize),
             consumer_file: args.connection.consumer_config.clone(),
             producer_file: args.connection.producer_config.clone(),
         };
@@ -195,6 +171,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         }
     }
 
+    let stall_limit = Duration::from_millis(args.health_stall_ms);
     let health = Arc::new(Health::new(stall_limit, ready_window));
     if let Some(listener) = metrics_listener {
         let recorder = crate::metrics::install()?;
@@ -229,7 +206,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
             commit_interval: Duration::from_millis(args.commit_interval_ms),
             idle_poll: Duration::from_millis(500),
         },
-        transaction_timeout: Duration::from_millis(args.lane_clients.transaction_timeout_ms),
+        transaction_timeout: Duration::from_millis(args.transaction_timeout_ms),
         on_source_gap: match args.on_source_gap {
             OnSourceGap::Fail => GapPolicy::Fail,
             OnSourceGap::Skip => GapPolicy::Skip,
@@ -253,7 +230,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
             tools,
         },
         refresh_interval: Duration::from_millis(args.refresh_interval_ms),
-        memory_limit_bytes: args.lane_clients.max_memory_bytes,
+        memory_limit_bytes: args.max_memory_bytes,
         shutdown_timeout: Duration::from_millis(args.shutdown_timeout_ms),
         metadata_timeout: CONNECT_TIMEOUT,
         progress_interval: Duration::from_millis(args.log_progress_ms),

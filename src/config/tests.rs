@@ -376,16 +376,17 @@ fn a_setting_under_two_librdkafka_names_conflicts() {
             "{first} / {second}: {e:?}"
         );
     }
-    // One value under both names, as old MirrorMaker files have it.
+    // One value under both names leaves nothing to choose.
     let t = ok(
-        "bootstrap.servers=a:9092\nmetadata.broker.list=a:9092\n",
+        "sasl.mechanism=PLAIN\nsasl.mechanisms=PLAIN\n",
         ClientRole::Producer,
     );
-    assert_eq!(t.get("bootstrap.servers"), Some("a:9092"));
+    assert_eq!(t.get("sasl.mechanism"), Some("PLAIN"));
 }
 
 /// MirrorMaker 1 producer files name the brokers with the Scala clients'
-/// `metadata.broker.list`, alone or beside `bootstrap.servers`.
+/// `metadata.broker.list`: alone, it names them; beside `bootstrap.servers`,
+/// it is ignored, as by the Java client.
 #[test]
 fn the_old_broker_list_names_the_bootstrap_servers() {
     let t = ok(
@@ -395,21 +396,15 @@ fn the_old_broker_list_names_the_bootstrap_servers() {
     assert_eq!(t.get("bootstrap.servers"), Some("a:9092,b:9092"));
     assert_eq!(t.get("metadata.broker.list"), None);
 
-    let e = err(
-        "bootstrap.servers=a:9092\nmetadata.broker.list=b:9092\n",
+    // Beside bootstrap.servers, the Java client ignores it.
+    let t = ok(
+        "metadata.broker.list=old:9092\nbootstrap.servers=a:9092\n",
         ClientRole::Producer,
     );
-    assert!(
-        matches!(
-            e,
-            ConfigError::Conflict {
-                first_line: 1,
-                second_line: 2,
-                ..
-            }
-        ),
-        "{e:?}"
-    );
+    assert_eq!(t.get("bootstrap.servers"), Some("a:9092"));
+    assert!(dropped(&t, "metadata.broker.list")
+        .reason
+        .contains("bootstrap.servers in this file is used"));
 }
 
 #[test]

@@ -174,6 +174,15 @@ impl<'a> Translator<'a> {
             );
             return Ok(());
         }
+        if p.key() == "metadata.broker.list" && self.props.property("bootstrap.servers").is_some() {
+            // The Java client knows only bootstrap.servers: an old broker
+            // list left beside it is ignored, whatever it says.
+            self.drop(
+                p,
+                "the old Scala clients' name for the brokers; bootstrap.servers in this file is used, as by the Java client".into(),
+            );
+            return Ok(());
+        }
         match &rule.action {
             Action::Rename { to, convert } => {
                 let value = java_value(p);
@@ -255,10 +264,9 @@ impl<'a> Translator<'a> {
     fn set(&mut self, key: &str, value: String, from: &Property) -> Result<(), ConfigError> {
         let same = |other: &str| librdkafka_name(other) == librdkafka_name(key);
         if let Some(earlier) = self.settings.iter().find(|s| same(&s.key)) {
-            // Old MirrorMaker files often repeat a setting under its old
-            // name (`metadata.broker.list` beside `bootstrap.servers`): one
-            // value under two names leaves nothing to choose.
-            if earlier.source_key != from.key() && earlier.value == value {
+            // One value under two names (`sasl.mechanism` beside
+            // librdkafka's `sasl.mechanisms`) leaves nothing to choose.
+            if earlier.key != key && earlier.value == value {
                 return Ok(());
             }
             return Err(ConfigError::Conflict {
