@@ -728,6 +728,46 @@ fn an_idle_partition_whose_mapping_expired_is_unverifiable_not_unreplicated() {
     }
 }
 
+/// A progress topic deleted and created again (by the next `run`) starts
+/// empty, at offset 0: a partition copied before, with nothing copied
+/// since, has its position and no history. Its copies cannot be checked:
+/// verify says so and why, and never reports them as unexpected.
+#[test]
+fn a_partition_whose_progress_topic_was_recreated_is_unverifiable_not_unexpected() {
+    let bed = bed();
+    let (topic, setup) = copied("verify-progress-recreated", 1, 20);
+    let progress = InternalTopics::for_alias(&setup.alias).progress;
+    bed.target.delete_topic(&progress);
+    // Nothing to copy: the run only creates the progress topic again.
+    let mut mirror = setup.start(&topic, &[]);
+    mirror.wait_for_output(
+        0,
+        &["the fleet's group assigned lanes to this instance"],
+        Duration::from_secs(120),
+    );
+    assert_eq!(
+        mirror.stop(Duration::from_secs(30)),
+        0,
+        "{}",
+        mirror.output()
+    );
+    assert!(
+        bed.target.partition_count(&progress).is_some(),
+        "run did not create the progress topic again:\n{}",
+        mirror.output()
+    );
+
+    let (code, report) = verify_json(&setup, &["--include", topic.as_str()]);
+    assert_eq!(anomalies(&report), vec![], "{report}");
+    assert_eq!(code, 2, "{report}");
+    assert!(
+        report["partitions"][0]["unverifiable"]
+            .to_string()
+            .contains("deleted and created again"),
+        "{report}"
+    );
+}
+
 /// `--last n` in sequence mode compares the last n records of each side,
 /// not the last n offsets: a source written in one-record transactions
 /// (a marker after each record) copied by a tool that writes without

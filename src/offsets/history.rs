@@ -56,13 +56,28 @@ pub fn read_mappings_as_of(
     needed: &Needed,
 ) -> anyhow::Result<(Mappings, Lineages, TargetEnds, Truncated)> {
     let wanted = ends.keys().cloned().collect();
+    let lanes: Vec<(i32, i64, i64)> =
+        holding(internal_topic_ranges(target, &topics.progress)?, &wanted).collect();
+    // Which partitions have a position, read before the history settles:
+    // one with no history at all lost it (see [`HistoryRead::unbegun`]).
+    // Only a history read from offset 0 can be without any record.
+    let early = if lanes.iter().any(|&(_, low, _)| low == 0)
+        && target.partition_count(&topics.position)?.is_some()
+    {
+        Some(read_positions(target, &topics.position, &wanted)?)
+    } else {
+        None
+    };
     // The progress records of the snapshot's transactions are readable
     // (see [`settle`]).
-    let lanes: Vec<i32> = holding(internal_topic_ranges(target, &topics.progress)?, &wanted)
-        .map(|(p, ..)| p)
-        .collect();
+    let lanes: Vec<i32> = lanes.into_iter().map(|(p, ..)| p).collect();
     settle(target, &topics.progress, &lanes)?;
-    let (mut histories, later, truncated) = read_histories(
+    let HistoryRead {
+        mut histories,
+        later,
+        mut truncated,
+        unbegun,
+    } = read_histories(
         target,
         &topics.progress,
         &wanted,
@@ -71,17 +86,26 @@ pub fn read_mappings_as_of(
         None,
         None,
     )?;
-    // A partition idle for longer than the retention has no commit left:
-    // its position says how far its copy goes (without it, its copies
-    // would look like records nothing copied), if its copies end within
-    // the snapshot; one past its end was committed after the snapshot.
+    if let Some(early) = &early {
+        truncated.extend(unbegun.into_iter().filter(|key| early.contains_key(key)));
+    }
+    // A partition with no commit left (idle for longer than the retention,
+    // or none since the progress topic was deleted and created again): its
+    // position says how far its copy goes (without it, its copies would
+    // look like records nothing copied), if its copies end within the
+    // snapshot; one past its end was committed after the snapshot.
     let expired: BTreeSet<(String, i32)> = truncated
         .iter()
         .filter(|key| !histories.contains_key(*key))
         .cloned()
         .collect();
-    if !expired.is_empty() {
-        for (key, position) in read_positions(target, &topics.position, &expired)? {
+    let positions = match early {
+        Some(early) => early,
+        None if expired.is_empty() => BTreeMap::new(),
+        None => read_positions(target, &topics.position, &expired)?,
+    };
+    for (key, position) in positions {
+        if expired.contains(&key) {
             let mut map = OffsetMap::default();
             if position.next_target_offset <= ends[&key] {
                 map.add_position(&position);
@@ -148,7 +172,12 @@ pub fn read_mappings_with_positions(
         positions: &positions,
         progress_ends: &progress_ends,
     });
-    let (mut histories, _, truncated) = read_histories(
+    let HistoryRead {
+        mut histories,
+        mut truncated,
+        unbegun,
+        ..
+    } = read_histories(
         target,
         &topics.progress,
         wanted,
@@ -157,6 +186,11 @@ pub fn read_mappings_with_positions(
         known,
         answering,
     )?;
+    truncated.extend(
+        unbegun
+            .into_iter()
+            .filter(|key| positions.contains_key(key)),
+    );
     for (key, position) in positions {
         let fresh = fresh_map(answering, &key);
         let (lineage, map) = histories
@@ -235,7 +269,7 @@ fn read_histories(
     needed: &Needed,
     known: Option<KnownTails<'_>>,
     answering: Option<&Answering>,
-) -> anyhow::Result<(Histories, TargetEnds, Truncated)> {
+) -> anyhow::Result<HistoryRead> {
     let ranges = internal_topic_ranges(target, progress_topic)?;
     let layout = Layout::new(ranges.len() as u32).ok();
     let lane_of = |key: &(String, i32)| layout.map(|layout| lane_partition(layout, key));
@@ -287,6 +321,7 @@ fn read_histories(
                 cut_lineages.remove(&key);
                 later.remove(&key);
                 histories.remove(&key);
+                begun.remove(&key);
             }
             if let Some(&end) = as_of.and_then(|ends| ends.get(&key)) {
                 if record.next_target_offset > end {
@@ -294,6 +329,9 @@ fn read_histories(
                     // past the end too.
                     let first_copy = record.runs.iter().map(|r| r.target_start).min();
                     later.insert(key.clone(), first_copy.unwrap_or(end).min(end));
+                    // Past the snapshot, it still tells whether the history
+                    // read from its beginning has that beginning.
+                    begun.entry(key.clone()).or_insert(record.begins_history);
                     cut_lineages.insert(key, record.lineage.clone());
                     return;
                 }
@@ -314,21 +352,37 @@ fn read_histories(
         }
     }
     // Read from offset 0, a history is complete only if it begins with the
-    // record that began it: one without (or a position without any history)
-    // lost its beginning to a progress topic deleted and created again,
-    // which starts empty, not where retention left it. (Judged once every
-    // partition is read: without a known layout, any may hold a history.)
-    let has_position =
-        |key: &(String, i32)| known.is_some_and(|known| known.positions.contains_key(key));
-    truncated.extend(
-        read_from_zero
-            .into_iter()
-            .filter(|key| match begun.get(key) {
-                Some(&begins) => !begins,
-                None => has_position(key),
-            }),
-    );
-    Ok((histories, later, truncated))
+    // record that began it: one without lost its beginning to a progress
+    // topic deleted and created again, which starts empty, not where
+    // retention left it. (Judged once every partition is read: without a
+    // known layout, any may hold a history.)
+    let (without_beginning, unbegun): (Vec<_>, Vec<_>) = read_from_zero
+        .into_iter()
+        .filter(|key| begun.get(key) != Some(&true))
+        .partition(|key| begun.contains_key(key));
+    truncated.extend(without_beginning);
+    Ok(HistoryRead {
+        histories,
+        later,
+        truncated,
+        unbegun: unbegun.into_iter().collect(),
+    })
+}
+
+/// What [`read_histories`] read.
+struct HistoryRead {
+    /// The histories, per partition.
+    histories: Histories,
+    /// Where the first commit past the snapshot starts, per partition.
+    later: TargetEnds,
+    /// The partitions whose history needed is truncated.
+    truncated: Truncated,
+    /// The partitions read from offset 0 without a single record. One with
+    /// a position read before the history (whose claim, written with it,
+    /// would be in the history read after: see [`settle`]) lost its history
+    /// to a progress topic deleted and created again: the caller, which
+    /// knows the positions, marks it truncated.
+    unbegun: BTreeSet<(String, i32)>,
 }
 
 /// Where the history `search` needs starts in `topic`-`partition`, whose
