@@ -30,6 +30,24 @@ fn plan(setup: &MirrorSetup, topic: &str, extra: &[&str]) -> (i32, String, Strin
     (code, out, err)
 }
 
+/// Appends `line` to the properties file `file`.
+fn append(file: &std::path::Path, line: &str) {
+    let mut text = std::fs::read_to_string(file).unwrap();
+    text.push_str(line);
+    std::fs::write(file, text).unwrap();
+}
+
+/// The plan's `problem:` line that names `setting`, checked to name the
+/// file `file` too.
+fn problem_in_file<'a>(out: &'a str, setting: &str, file: &std::path::Path) -> &'a str {
+    let problem = out
+        .lines()
+        .find(|l| l.starts_with("problem:") && l.contains(setting))
+        .unwrap_or_else(|| panic!("no problem line names {setting}:\n{out}"));
+    assert!(problem.contains(&file.display().to_string()), "{problem}");
+    problem
+}
+
 fn internal_topics(alias: &str) -> [String; 4] {
     ["progress", "position", "groups", "status"].map(|kind| format!("__eosmirror.{kind}.{alias}"))
 }
@@ -112,11 +130,6 @@ fn settings_run_would_refuse_for_its_lanes_are_a_problem() {
     let topic = bed.source.create_topic("plan-lane-settings", 1);
     bed.source.produce(&topic, &records(3, 1));
     let setup = MirrorSetup::new(&bed.source.bootstrap, &bed.target.bootstrap);
-    let append = |file: &std::path::Path, line: &str| {
-        let mut text = std::fs::read_to_string(file).unwrap();
-        text.push_str(line);
-        std::fs::write(file, text).unwrap();
-    };
     let (code, out, _) = plan(&setup, &topic, &[]);
     assert_eq!(code, 0, "{out}");
 
@@ -126,14 +139,7 @@ fn settings_run_would_refuse_for_its_lanes_are_a_problem() {
     );
     let (code, out, _) = plan(&setup, &topic, &[]);
     assert_eq!(code, 1, "{out}");
-    let problem = out
-        .lines()
-        .find(|l| l.starts_with("problem:") && l.contains("max.in.flight"))
-        .unwrap_or_else(|| panic!("no problem line names max.in.flight:\n{out}"));
-    assert!(
-        problem.contains(&setup.producer_config.display().to_string()),
-        "{problem}"
-    );
+    problem_in_file(&out, "max.in.flight", &setup.producer_config);
 }
 
 /// librdkafka judges `socket.timeout.ms` against the transaction timeout,
@@ -144,13 +150,8 @@ fn the_files_are_judged_with_the_runs_transaction_timeout() {
     let bed = bed();
     let topic = bed.source.create_topic("plan-txn-timeout", 1);
     let setup = MirrorSetup::new(&bed.source.bootstrap, &bed.target.bootstrap);
-    let mut text = std::fs::read_to_string(&setup.producer_config).unwrap();
-    text.push_str("\nsocket.timeout.ms=30000\n");
-    std::fs::write(&setup.producer_config, text).unwrap();
-
-    let mut text = std::fs::read_to_string(&setup.consumer_config).unwrap();
-    text.push_str("\nfetch.max.bytes=104857600\n");
-    std::fs::write(&setup.consumer_config, text).unwrap();
+    append(&setup.producer_config, "\nsocket.timeout.ms=30000\n");
+    append(&setup.consumer_config, "\nfetch.max.bytes=104857600\n");
 
     // A fetch above a lane's share of the memory bound is a warning with its cost.
     let (code, out, _) = plan(&setup, &topic, &["--max.memory.bytes", "64MiB"]);
@@ -163,14 +164,7 @@ fn the_files_are_judged_with_the_runs_transaction_timeout() {
     );
     let (code, out, _) = plan(&setup, &topic, &["--transaction.timeout.ms", "10000"]);
     assert_eq!(code, 1, "{out}");
-    let problem = out
-        .lines()
-        .find(|l| l.starts_with("problem:") && l.contains("socket.timeout.ms"))
-        .unwrap_or_else(|| panic!("no problem line names socket.timeout.ms:\n{out}"));
-    assert!(
-        problem.contains(&setup.producer_config.display().to_string()),
-        "{problem}"
-    );
+    problem_in_file(&out, "socket.timeout.ms", &setup.producer_config);
 
     // Above the brokers' transaction.max.timeout.ms (900000 by default).
     let (code, out, _) = plan(&setup, &topic, &["--transaction.timeout.ms", "3600000"]);
