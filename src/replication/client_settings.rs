@@ -124,9 +124,7 @@ impl LaneCheck {
         );
         Ok(())
     }
-}
 
-impl LaneCheck {
     /// Why the consumer file lets a lane hold more than its share of
     /// `--max.memory.bytes`, if it does: a `fetch.max.bytes` of its own wins
     /// over the lane's fetch share (trading memory for speed is the user's
