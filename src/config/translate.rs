@@ -153,6 +153,11 @@ fn java_value(p: &Property) -> &str {
     p.value().trim_matches(|c: char| c <= ' ')
 }
 
+/// Protocols without TLS.
+const PLAINTEXT: &[&str] = &["PLAINTEXT", "SASL_PLAINTEXT"];
+/// Protocols without SASL.
+const WITHOUT_SASL: &[&str] = &["PLAINTEXT", "SSL"];
+
 impl<'a> Translator<'a> {
     fn file(&self) -> PathBuf {
         self.file.to_path_buf()
@@ -229,10 +234,12 @@ impl<'a> Translator<'a> {
                 }
                 self.handled.push(*handler);
                 match handler {
-                    Handler::TrustStore | Handler::KeyStore if self.plaintext().is_some() => {
+                    Handler::TrustStore | Handler::KeyStore
+                        if self.protocol_among(PLAINTEXT).is_some() =>
+                    {
                         // The Java client loads no store without TLS: a
                         // leftover path must not refuse a working file.
-                        let protocol = self.plaintext().unwrap_or_default();
+                        let protocol = self.protocol_among(PLAINTEXT).unwrap_or_default();
                         for q in self.group(*handler) {
                             self.drop(
                                 q,
@@ -241,10 +248,10 @@ impl<'a> Translator<'a> {
                         }
                         Ok(())
                     }
-                    Handler::Jaas if self.without_sasl().is_some() => {
+                    Handler::Jaas if self.protocol_among(WITHOUT_SASL).is_some() => {
                         // The Java client reads no JAAS entry without SASL: a
                         // leftover login module must not refuse a working file.
-                        let protocol = self.without_sasl().unwrap_or_default();
+                        let protocol = self.protocol_among(WITHOUT_SASL).unwrap_or_default();
                         self.drop(
                             p,
                             format!("unused with security.protocol={protocol} (the Java client does not use it either); if the cluster needs SASL, set security.protocol=SASL_SSL or SASL_PLAINTEXT"),
@@ -482,30 +489,15 @@ impl<'a> Translator<'a> {
         Ok(())
     }
 
-    /// The file's `security.protocol` when it says plaintext (`PLAINTEXT`,
-    /// `SASL_PLAINTEXT`): no TLS store is loaded then.
-    fn plaintext(&self) -> Option<&'a str> {
+    /// The file's `security.protocol` when it is one of `protocols`: under
+    /// a plaintext one (`PLAINTEXT`, `SASL_PLAINTEXT`) no TLS store is
+    /// loaded, under one without SASL (`PLAINTEXT`, `SSL`) no JAAS entry is
+    /// read.
+    fn protocol_among(&self, protocols: &[&str]) -> Option<&'a str> {
         self.props
             .property("security.protocol")
             .map(java_value)
-            .filter(|v| {
-                ["PLAINTEXT", "SASL_PLAINTEXT"]
-                    .iter()
-                    .any(|t| v.eq_ignore_ascii_case(t))
-            })
-    }
-
-    /// The file's `security.protocol` when it names one without SASL
-    /// (`PLAINTEXT`, `SSL`): no JAAS entry is read then.
-    fn without_sasl(&self) -> Option<&'a str> {
-        self.props
-            .property("security.protocol")
-            .map(java_value)
-            .filter(|v| {
-                ["PLAINTEXT", "SSL"]
-                    .iter()
-                    .any(|t| v.eq_ignore_ascii_case(t))
-            })
+            .filter(|v| protocols.iter().any(|t| v.eq_ignore_ascii_case(t)))
     }
 
     /// The value of a librdkafka setting produced so far.
