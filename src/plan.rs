@@ -166,6 +166,25 @@ impl PlanReport {
         out
     }
 
+    /// The plan when `run` could not even take its flags (a `--lanes`, a
+    /// pattern, a throttle file it refuses): each reason is a problem, and
+    /// no cluster is contacted, since what the plan checks there depends
+    /// on those flags.
+    pub fn flags_unusable(reasons: impl IntoIterator<Item = String>) -> PlanReport {
+        let mut findings = Findings::default();
+        for reason in reasons {
+            findings.problem(
+                format!("run refuses its flags: {reason}"),
+                "change the flags as the message says; the clusters are checked once run accepts them",
+            );
+        }
+        PlanReport {
+            verdict: findings.verdict(),
+            findings: findings.0,
+            estimate: None,
+        }
+    }
+
     fn count(&self, kind: Kind) -> usize {
         self.findings.iter().filter(|l| l.kind == kind).count()
     }
@@ -282,14 +301,15 @@ pub fn plan(options: &PlanOptions) -> anyhow::Result<PlanReport> {
         }
     }
 
-    if let (Some(source), Some(target)) = (&source, &target) {
-        check_lane_clients(
+    let lanes_accepted = match (&source, &target) {
+        (Some(source), Some(target)) => check_lane_clients(
             &mut findings,
             source.whole.clone(),
             target.whole.clone(),
             options,
-        );
-    }
+        ),
+        _ => false,
+    };
     let source = source.map(|s| s.connection);
     let target = target.map(|t| t.connection);
 
@@ -304,6 +324,7 @@ pub fn plan(options: &PlanOptions) -> anyhow::Result<PlanReport> {
             &base,
             options.transaction_timeout,
             tools,
+            lanes_accepted,
         );
     }
     if let (Some(target), Some(tools)) = (&target, &tools) {
@@ -337,13 +358,14 @@ pub fn plan(options: &PlanOptions) -> anyhow::Result<PlanReport> {
 /// `run`'s check that librdkafka takes the files' settings (`source`,
 /// `target`: all of them) as a lane's clients get them, with the
 /// `--max.memory.bytes` and `--transaction.timeout.ms` given: some
-/// combinations it refuses only when a client is created.
+/// combinations it refuses only when a client is created. Whether it
+/// takes them.
 fn check_lane_clients(
     findings: &mut Findings,
     mut source: ClientConfig,
     mut target: ClientConfig,
     options: &PlanOptions,
-) {
+) -> bool {
     let endpoints = &options.endpoints;
     client_settings::for_lanes(
         &mut source,
@@ -362,14 +384,18 @@ fn check_lane_clients(
         consumer_file: endpoints.source_config.clone(),
         producer_file: endpoints.target_config.clone(),
     };
-    if let Err(e) = check.refuse_unusable(&source, &target) {
-        findings.problem(
-            crate::error_chain::one_line(&e),
-            "change the setting it names, in the file it names",
-        );
-    }
     if let Some(warning) = check.memory_beyond_bound(&source, options.layout.lanes()) {
         findings.add(Kind::Warning, warning);
+    }
+    match check.refuse_unusable(&source, &target) {
+        Ok(()) => true,
+        Err(e) => {
+            findings.problem(
+                crate::error_chain::one_line(&e),
+                "change the setting it names, in the file it names",
+            );
+            false
+        }
     }
 }
 
@@ -445,13 +471,16 @@ fn probe_suffix() -> String {
 /// transactional id) and InitProducerId (Write), exactly what every lane's
 /// session starts with; the abort sends nothing (no partition was added).
 /// The lanes' transaction timeout: librdkafka judges the file's
-/// `socket.timeout.ms` against it.
+/// `socket.timeout.ms` against it. `lanes_accepted`: whether librdkafka
+/// took the lanes' settings; if not, a probe it refuses alike adds nothing
+/// to that problem.
 fn probe_transactions(
     findings: &mut Findings,
     target: &ClientConfig,
     base: &str,
     transaction_timeout: Duration,
     tools: &ToolConnection,
+    lanes_accepted: bool,
 ) {
     let id = format!("{base}.plan-probe-{}", probe_suffix());
     let mut config = target.clone();
@@ -463,10 +492,12 @@ fn probe_transactions(
     let producer: BaseProducer = match config.create() {
         Ok(p) => p,
         Err(e) => {
-            findings.add(
-                Kind::Unknown,
-                format!("transactions on the target: cannot create the probe producer: {e}"),
-            );
+            if lanes_accepted {
+                findings.add(
+                    Kind::Unknown,
+                    format!("transactions on the target: cannot create the probe producer: {e}"),
+                );
+            }
             return;
         }
     };

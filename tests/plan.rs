@@ -140,6 +140,11 @@ fn settings_run_would_refuse_for_its_lanes_are_a_problem() {
     let (code, out, _) = plan(&setup, &topic, &[]);
     assert_eq!(code, 1, "{out}");
     problem_in_file(&out, "max.in.flight", &setup.producer_config);
+    // The transaction probe uses the file's connection settings only.
+    assert!(
+        out.contains("\nok: the target accepts transactions"),
+        "{out}"
+    );
 }
 
 /// librdkafka judges `socket.timeout.ms` against the transaction timeout,
@@ -165,6 +170,8 @@ fn the_files_are_judged_with_the_runs_transaction_timeout() {
     let (code, out, _) = plan(&setup, &topic, &["--transaction.timeout.ms", "10000"]);
     assert_eq!(code, 1, "{out}");
     problem_in_file(&out, "socket.timeout.ms", &setup.producer_config);
+    // The probe's producer, refused alike, adds no "unknown" to the problem.
+    assert!(!out.contains("unknown:"), "{out}");
 
     // Above the brokers' transaction.max.timeout.ms (900000 by default).
     let (code, out, _) = plan(&setup, &topic, &["--transaction.timeout.ms", "3600000"]);
@@ -232,6 +239,39 @@ fn mirrormaker_flags_plan_as_they_run() {
             "{flags:?}: {out}"
         );
     }
+
+    // Flags run cannot even take are a problem too (not "could not tell"),
+    // all named at once, and the plan stops before any cluster: what it
+    // would check there depends on them.
+    let missing = setup.dir.path().join("no-such-throttle.json");
+    let (code, out, _) = plan(
+        &setup,
+        &topic,
+        &[
+            "--lanes",
+            "0",
+            "--exclude",
+            "(",
+            "--throttle.file",
+            missing.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(code, 1, "{out}");
+    let problems: Vec<&str> = out.lines().filter(|l| l.starts_with("problem:")).collect();
+    assert_eq!(problems.len(), 3, "{out}");
+    for named in [
+        "--lanes 0: expected 1 to",
+        "is not a valid regex",
+        "no-such-throttle.json",
+    ] {
+        assert!(
+            problems
+                .iter()
+                .any(|l| l.starts_with("problem: run refuses its flags:") && l.contains(named)),
+            "{named}: {out}"
+        );
+    }
+    assert!(!out.contains("ok:"), "no cluster is contacted: {out}");
 }
 
 #[test]

@@ -4,6 +4,7 @@
 use std::time::Duration;
 
 use crate::cli::plan_args::PlanArgs;
+use crate::error_chain::one_line;
 use crate::plan::{plan, PlanOptions, PlanReport};
 
 /// The plan's verdict, whose exit code the binary returns.
@@ -13,12 +14,25 @@ pub use crate::plan::Verdict;
 /// tokio runtime: see [`plan`]).
 pub fn run(args: &PlanArgs) -> anyhow::Result<PlanReport> {
     let run = &args.run;
-    let flags_refused = super::refuse_flags(run)
-        .err()
-        .map(|e| crate::error_chain::one_line(&e));
-    let layout = super::layout(&run.deployment, &run.mirrormaker)?;
-    let topics = run.topics.filter()?;
-    let throttle = super::throttle_limits(&run.throttle)?;
+    let flags_refused = super::refuse_flags(run).err().map(|e| one_line(&e));
+    let layout = super::layout(&run.deployment, &run.mirrormaker);
+    let topics = run.topics.filter();
+    let throttle = super::throttle_limits(&run.throttle);
+    let (layout, topics, throttle) = match (layout, topics, throttle) {
+        (Ok(layout), Ok(topics), Ok(throttle)) => (layout, topics, throttle),
+        (layout, topics, throttle) => {
+            let unusable = [
+                layout.err().map(|e| one_line(&e)),
+                topics.err().map(|e| e.to_string()),
+                throttle.err().map(|e| e.to_string()),
+            ];
+            return Ok(PlanReport::flags_unusable(
+                flags_refused
+                    .into_iter()
+                    .chain(unusable.into_iter().flatten()),
+            ));
+        }
+    };
     plan(&PlanOptions {
         endpoints: super::endpoints(&run.connection),
         flags_refused,
