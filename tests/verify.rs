@@ -768,6 +768,65 @@ fn a_partition_whose_progress_topic_was_recreated_is_unverifiable_not_unexpected
     );
 }
 
+/// Memory is bounded by `--max.mapping.bytes`, not by the history: past
+/// it verify checks the partitions lane by lane, in halves until they fit,
+/// and judges them as it does all at once; a partition whose mapping alone
+/// does not fit is unverifiable with what to do. (A partition copied in one
+/// commit holds 192 bytes of mapping: two vectors of four 24-byte runs.)
+#[test]
+fn mappings_past_their_bound_are_checked_in_batches_that_fit() {
+    let bed = bed();
+    // 8 partitions over the default 4 lanes: 2 per lane.
+    let (topic, setup) = copied("verify-batches", 8, 40);
+    let (code, whole) = verify_json(&setup, &["--include", &topic]);
+    assert_eq!(code, 0, "{whole}");
+
+    // 8 x 192 and 2 x 192 bytes do not fit 300; one partition does.
+    let bounded = ["--include", &topic, "--max.mapping.bytes", "300"];
+    let (code, stdout, stderr) = verify(&setup, &[&bounded[..], &["--format", "json"]].concat());
+    assert_eq!(code, 0, "{stdout}\n{stderr}");
+    assert!(stderr.contains("checking them lane by lane"), "{stderr}");
+    let batched: Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(batched["verdict"], "exact", "{batched}");
+    assert_eq!(batched["source_records"], whole["source_records"]);
+    assert_eq!(batched["target_records"], 40);
+    let partitions: Vec<i64> = batched["partitions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["partition"].as_i64().unwrap())
+        .collect();
+    assert_eq!(partitions, (0..8).collect::<Vec<_>>(), "{batched}");
+
+    // A record no copy explains is found in a batch too.
+    bed.target.produce(&topic, &[record(5, 1000)]);
+    let (code, report) = verify_json(&setup, &bounded);
+    assert_eq!(code, 1, "{report}");
+    let found = anomalies(&report);
+    assert_eq!(found.len(), 1, "{report}");
+    assert_eq!(
+        found[0].2,
+        Some(6),
+        "after partition 5's 5 copies and their commit marker: {report}"
+    );
+    assert_eq!(
+        report["partitions"][5]["anomalies"]["unexpected"]["count"], 1,
+        "{report}"
+    );
+
+    // No partition fits 100 bytes: none is judged, each says why.
+    let (code, report) = verify_json(&setup, &["--include", &topic, "--max.mapping.bytes", "100"]);
+    assert_eq!(code, 2, "{report}");
+    for partition in report["partitions"].as_array().unwrap() {
+        let why = partition["unverifiable"].to_string();
+        assert!(
+            why.contains("alone needs more than --max.mapping.bytes (100 bytes)"),
+            "{report}"
+        );
+        assert!(why.contains("--since or --last"), "{report}");
+    }
+}
+
 /// `--last n` in sequence mode compares the last n records of each side,
 /// not the last n offsets: a source written in one-record transactions
 /// (a marker after each record) copied by a tool that writes without

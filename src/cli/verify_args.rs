@@ -63,6 +63,21 @@ pub struct VerifyArgs {
     )]
     pub max_memory_bytes: usize,
 
+    /// Bound on the offset mappings held at once (mapped mode). A whole
+    /// history's mapping takes some 50 bytes per partition per commit;
+    /// past the bound, verify checks the partitions lane by lane in batches
+    /// that fit, reading the progress topic once per batch, and a partition
+    /// whose mapping alone does not fit is unverifiable (check a part of it
+    /// with --since or --last).
+    #[arg(
+        long = "max.mapping.bytes",
+        env = "EOSMIRROR_VERIFY_MAX_MAPPING_BYTES",
+        value_name = "BYTES",
+        default_value = "1GiB",
+        value_parser = super::common::parse_size
+    )]
+    pub max_mapping_bytes: usize,
+
     /// Most bytes (key+value+headers) read per second from each cluster, all
     /// partitions together, e.g. 20MB or 512KiB (K, M, G = powers of 1000;
     /// Ki, Mi, Gi = of 1024): verify reads production clusters, often during

@@ -47,6 +47,7 @@ fn options(args: &VerifyArgs) -> anyhow::Result<VerifyOptions> {
         pairing,
         parallelism: usize::from(args.parallelism),
         max_memory_bytes: args.max_memory_bytes,
+        max_mapping_bytes: args.max_mapping_bytes,
         throttle_bytes_per_sec: args.throttle_bytes_per_sec,
         stall_timeout: Duration::from_millis(args.stall_timeout_ms),
     })

@@ -1,7 +1,9 @@
 //! Reading the offset mapping back from the progress topic: the full
 //! history of what eosmirror copied where, committed with the copies.
 
+use std::cell::Cell;
 use std::collections::{BTreeMap, BTreeSet};
+use std::ops::ControlFlow;
 use std::sync::Arc;
 
 use anyhow::{bail, Context};
@@ -32,7 +34,28 @@ pub type Answering = BTreeMap<(String, i32), BTreeSet<i64>>;
 /// a partition whose range its newer commits cover.
 pub type Truncated = BTreeSet<(String, i32)>;
 
-/// The offset mappings of `ends`' partitions from the progress topic (its
+/// A snapshot of the target to read the mappings as of (verify).
+#[derive(Clone, Copy)]
+pub struct AsOf<'a> {
+    /// Per partition, the target's end at the snapshot.
+    pub ends: &'a TargetEnds,
+    /// Most bytes the mappings read may hold together: past it the read
+    /// stops with [`MappingTooLarge`].
+    pub max_mapping_bytes: usize,
+}
+
+/// The mappings asked for hold more than their bound: the caller asks for
+/// fewer partitions at a time, or names the partition.
+#[derive(Debug, thiserror::Error)]
+#[error("the offset mappings of {partitions} partition(s) need more than --max.mapping.bytes ({limit} bytes)")]
+pub struct MappingTooLarge {
+    /// The partitions asked for.
+    pub partitions: usize,
+    /// The bound passed.
+    pub limit: usize,
+}
+
+/// The offset mappings of `as_of`'s partitions from the progress topic (its
 /// committed records) as of a snapshot of the target: per partition, only the
 /// commits whose copies all lie below the snapshot's end (`ends`). A commit
 /// that ends past it was made after the snapshot, while the progress topic
@@ -52,9 +75,10 @@ pub type Truncated = BTreeSet<(String, i32)>;
 pub fn read_mappings_as_of(
     target: &Side,
     topics: &InternalTopics,
-    ends: &TargetEnds,
+    as_of: AsOf<'_>,
     needed: &Needed,
 ) -> anyhow::Result<(Mappings, Lineages, TargetEnds, Truncated)> {
+    let ends = as_of.ends;
     let wanted = ends.keys().cloned().collect();
     let lanes: Vec<(i32, i64, i64)> =
         holding(internal_topic_ranges(target, &topics.progress)?, &wanted).collect();
@@ -81,7 +105,7 @@ pub fn read_mappings_as_of(
         target,
         &topics.progress,
         &wanted,
-        Some(ends),
+        Some(as_of),
         needed,
         None,
         None,
@@ -265,11 +289,15 @@ fn read_histories(
     target: &Side,
     progress_topic: &str,
     wanted: &BTreeSet<(String, i32)>,
-    as_of: Option<&TargetEnds>,
+    snapshot: Option<AsOf<'_>>,
     needed: &Needed,
     known: Option<KnownTails<'_>>,
     answering: Option<&Answering>,
 ) -> anyhow::Result<HistoryRead> {
+    let as_of = snapshot.map(|s| s.ends);
+    let limit = snapshot.map_or(usize::MAX, |s| s.max_mapping_bytes);
+    // The bytes the maps hold, kept as they grow and shrink.
+    let held = Cell::new(0usize);
     let ranges = internal_topic_ranges(target, progress_topic)?;
     let layout = Layout::new(ranges.len() as u32).ok();
     let lane_of = |key: &(String, i32)| layout.map(|layout| lane_partition(layout, key));
@@ -306,7 +334,7 @@ fn read_histories(
         if low > 0 && start == low {
             truncated.extend(uncovered.iter().cloned());
         }
-        for_each_record(target, progress_topic, partition, start, high, |record| {
+        let absorb = |record: ProgressRecord| {
             let key = (record.source.topic.clone(), record.source.partition);
             if !wanted.contains(&key) {
                 return;
@@ -320,7 +348,9 @@ fn read_histories(
                 // topic's end, are no part of the newer history.
                 cut_lineages.remove(&key);
                 later.remove(&key);
-                histories.remove(&key);
+                if let Some((_, map)) = histories.remove(&key) {
+                    held.set(held.get() - map.held_bytes());
+                }
                 begun.remove(&key);
             }
             if let Some(&end) = as_of.and_then(|ends| ends.get(&key)) {
@@ -343,10 +373,29 @@ fn read_histories(
             if *lineage != record.lineage {
                 begun.insert(key.clone(), record.begins_history);
                 *lineage = record.lineage.clone();
+                held.set(held.get() - map.held_bytes());
                 *map = fresh_map(answering, &key);
             }
+            let before = map.held_bytes();
             map.add_commit(&record);
+            held.set(held.get() + map.held_bytes() - before);
+        };
+        let mut absorb = absorb;
+        for_each_record_while(target, progress_topic, partition, start, high, |record| {
+            absorb(record);
+            if held.get() > limit {
+                ControlFlow::Break(())
+            } else {
+                ControlFlow::Continue(())
+            }
         })?;
+        if held.get() > limit {
+            return Err(MappingTooLarge {
+                partitions: wanted.len(),
+                limit,
+            }
+            .into());
+        }
         if low == 0 && start == 0 {
             read_from_zero.extend(uncovered);
         }
@@ -469,19 +518,21 @@ pub fn read_positions(
                 ProgressEntry::Tombstone(source) => source,
             };
             let key = (source.topic.clone(), source.partition);
-            if !wanted.contains(&key) {
-                return;
-            }
             // A tombstone written by hand into another lane's partition
             // deletes nothing there (the lanes pass it over too).
             let elsewhere = layout.is_some_and(|l| lane_partition(l, &key) != partition);
-            if elsewhere && matches!(entry, ProgressEntry::Tombstone(_)) {
-                return;
+            if wanted.contains(&key) {
+                match entry {
+                    ProgressEntry::Record(record) => {
+                        latest.insert(key, record);
+                    }
+                    ProgressEntry::Tombstone(_) if !elsewhere => {
+                        latest.remove(&key);
+                    }
+                    ProgressEntry::Tombstone(_) => {}
+                }
             }
-            match entry {
-                ProgressEntry::Record(record) => latest.insert(key, record),
-                ProgressEntry::Tombstone(_) => latest.remove(&key),
-            };
+            ControlFlow::Continue(())
         })?;
     }
     Ok(latest)
@@ -525,10 +576,24 @@ fn for_each_record(
     high: i64,
     mut visit: impl FnMut(ProgressRecord),
 ) -> anyhow::Result<()> {
-    for_each_entry(target, topic, partition, low, high, |entry| {
-        if let ProgressEntry::Record(record) = entry {
-            visit(record);
-        }
+    for_each_record_while(target, topic, partition, low, high, |record| {
+        visit(record);
+        ControlFlow::Continue(())
+    })
+}
+
+/// [`for_each_record`] until `visit` breaks.
+fn for_each_record_while(
+    target: &Side,
+    topic: &str,
+    partition: i32,
+    low: i64,
+    high: i64,
+    mut visit: impl FnMut(ProgressRecord) -> ControlFlow<()>,
+) -> anyhow::Result<()> {
+    for_each_entry(target, topic, partition, low, high, |entry| match entry {
+        ProgressEntry::Record(record) => visit(record),
+        ProgressEntry::Tombstone(_) => ControlFlow::Continue(()),
     })
 }
 
@@ -540,7 +605,7 @@ fn for_each_entry(
     partition: i32,
     low: i64,
     high: i64,
-    mut visit: impl FnMut(ProgressEntry),
+    mut visit: impl FnMut(ProgressEntry) -> ControlFlow<()>,
 ) -> anyhow::Result<()> {
     if low >= high {
         return Ok(());
@@ -551,7 +616,9 @@ fn for_each_entry(
         let offset = record.offset;
         let entry = ProgressEntry::decode(record.key.as_deref(), record.value.as_deref())
             .with_context(|| format!("{topic}-{partition} offset {offset} is unreadable"))?;
-        visit(entry);
+        if visit(entry).is_break() {
+            break;
+        }
     }
     Ok(())
 }

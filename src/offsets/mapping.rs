@@ -152,6 +152,12 @@ impl OffsetMap {
         self.pending.is_none()
     }
 
+    /// The memory its runs take (their vectors' capacity): a whole
+    /// history's map grows by a run or two per commit.
+    pub fn held_bytes(&self) -> usize {
+        (self.by_source.capacity() + self.by_target.capacity()) * std::mem::size_of::<OffsetRun>()
+    }
+
     /// Sorts the target view; call once after the last record is added.
     pub fn seal(&mut self) {
         self.by_target.sort_by_key(|r| r.target_start);

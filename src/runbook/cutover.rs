@@ -381,6 +381,8 @@ pub fn cutover(options: &CutoverOptions) -> anyhow::Result<CutoverReport> {
             pairing: Pairing::Mapped,
             parallelism: 4,
             max_memory_bytes: 64 << 20,
+            // verify's default: the tail of --verify.last needs far less.
+            max_mapping_bytes: 1 << 30,
             // The outage window is on: verify reads as fast as it can.
             throttle_bytes_per_sec: None,
             stall_timeout: Duration::from_secs(120),

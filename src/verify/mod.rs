@@ -37,11 +37,12 @@ use eosmirror_state::SourcePartition;
 
 use crate::clusters::{Cluster, Endpoints, CONNECT_TIMEOUT};
 use crate::config::ClientRole;
-use crate::offsets::history::{read_mappings_as_of, TargetEnds};
+use crate::offsets::history::{read_mappings_as_of, AsOf, MappingTooLarge, TargetEnds};
 use crate::offsets::mapping::OffsetMap;
 use crate::offsets::tail::Needed;
 use crate::offsets::topics_now::{check_topics, topics_now};
 use crate::read::{first_committed, start_of_last, RangeReader, ReadError, Side};
+use crate::replication::layout::{Lane, Layout};
 use crate::replication::progress::InternalTopics;
 use crate::replication::throttle::{Throttle, ThrottleLimits};
 use crate::topics::filter::TopicFilter;
@@ -77,6 +78,9 @@ pub struct VerifyOptions {
     pub parallelism: usize,
     /// Bound on prefetched record bytes across all readers.
     pub max_memory_bytes: usize,
+    /// Bound on the offset mappings held at once (mapped mode): past it,
+    /// the partitions are checked in batches whose mappings fit.
+    pub max_mapping_bytes: usize,
     /// Most bytes read per second from each cluster: verify reads
     /// production clusters. `None`: unlimited.
     pub throttle_bytes_per_sec: Option<u64>,
@@ -191,19 +195,27 @@ pub fn verify(options: &VerifyOptions) -> anyhow::Result<Report> {
         }
     }
 
-    if matches!(options.pairing, Pairing::Mapped) {
-        mark_compacted_topics(&mut jobs, &source, &target);
-    }
-    match options.pairing {
-        Pairing::Mapped => plan_mapped_jobs(
-            &mut jobs,
-            &source,
-            &target,
-            &options.endpoints.source_alias,
-            range,
-        )?,
-        Pairing::Sequence { .. } => plan_sequence_jobs(&mut jobs, &source, &target, range, starts)?,
-    }
+    let read = Arc::new(AtomicU64::new(0));
+    let reports = match options.pairing {
+        Pairing::Mapped => {
+            mark_compacted_topics(&mut jobs, &source, &target);
+            verify_mapped(jobs, &source, &target, options, &read)?
+        }
+        Pairing::Sequence { .. } => {
+            plan_sequence_jobs(&mut jobs, &source, &target, range, starts)?;
+            check_starts(&jobs, starts)?;
+            run_with_progress(jobs, &source, &target, options.parallelism, &read)
+        }
+    };
+    Ok(Report::new(
+        options.pairing.name(),
+        reports,
+        started.elapsed().as_secs_f64(),
+    ))
+}
+
+/// Every `--start` names a partition verified.
+fn check_starts(jobs: &[Job], starts: &Starts) -> anyhow::Result<()> {
     for (side, topic, partition) in starts.keys() {
         let known = jobs.iter().any(|j| {
             j.report.partition == *partition
@@ -216,7 +228,101 @@ pub fn verify(options: &VerifyOptions) -> anyhow::Result<Report> {
             bail!("--start names {topic}-{partition}, which is not among the verified partitions");
         }
     }
+    Ok(())
+}
 
+/// Mapped mode: plans and checks the partitions in batches whose offset
+/// mappings fit `--max.mapping.bytes` together, each batch at its own
+/// snapshot. All at once if they fit (one read of the progress topic);
+/// past the bound, one batch per lane (a lane's partitions are in one
+/// partition of the progress topic), halved until it fits. A partition
+/// whose mapping alone does not fit is unverifiable, with what to do.
+fn verify_mapped(
+    jobs: Vec<Job>,
+    source: &Side,
+    target: &Side,
+    options: &VerifyOptions,
+    read: &Arc<AtomicU64>,
+) -> anyhow::Result<Vec<PartitionReport>> {
+    let topics = InternalTopics::for_alias(&options.endpoints.source_alias);
+    let mut batches = VecDeque::from([jobs]);
+    let mut reports = Vec::new();
+    let mut split_by_lane = false;
+    while let Some(mut batch) = batches.pop_front() {
+        let planned = plan_mapped_jobs(&mut batch, source, target, &topics, options);
+        match planned {
+            Ok(()) => {
+                reports.extend(run_with_progress(
+                    batch,
+                    source,
+                    target,
+                    options.parallelism,
+                    read,
+                ));
+                continue;
+            }
+            Err(e) if e.is::<MappingTooLarge>() => {}
+            Err(e) => return Err(e),
+        }
+        if let [job] = &mut batch[..] {
+            job.report.unverifiable.push(format!(
+                "its offset mapping alone needs more than --max.mapping.bytes ({} bytes); verify a part of it (--since or --last) or raise the bound",
+                options.max_mapping_bytes
+            ));
+            reports.push(std::mem::take(&mut job.report));
+            continue;
+        }
+        let parts = if split_by_lane {
+            let half = batch.split_off(batch.len() / 2);
+            vec![batch, half]
+        } else {
+            split_by_lane = true;
+            tracing::info!(
+                "verify: the offset mappings of {} partitions need more than --max.mapping.bytes ({} bytes); checking them lane by lane, in batches that fit",
+                batch.len(),
+                options.max_mapping_bytes
+            );
+            by_lane(batch, target, &topics)?
+        };
+        for part in parts.into_iter().rev().filter(|p| !p.is_empty()) {
+            batches.push_front(part);
+        }
+    }
+    // In the order of the partitions, whatever the batches were.
+    reports.sort_by(|a, b| (&a.topic, a.partition).cmp(&(&b.topic, b.partition)));
+    Ok(reports)
+}
+
+/// `jobs` grouped by the lane that copies them (the progress topic's
+/// partition holding their history), in their order.
+fn by_lane(
+    jobs: Vec<Job>,
+    target: &Side,
+    topics: &InternalTopics,
+) -> anyhow::Result<Vec<Vec<Job>>> {
+    let lanes = target.partition_count(&topics.progress)?.unwrap_or(1);
+    let Ok(layout) = Layout::new(lanes as u32) else {
+        return Ok(vec![jobs]);
+    };
+    let mut groups: BTreeMap<Lane, Vec<Job>> = BTreeMap::new();
+    for job in jobs {
+        let partition = SourcePartition::new(&job.report.topic, job.report.partition);
+        groups
+            .entry(layout.lane_of(&partition))
+            .or_default()
+            .push(job);
+    }
+    Ok(groups.into_values().collect())
+}
+
+/// Checks `jobs` with the progress line on standard error.
+fn run_with_progress(
+    jobs: Vec<Job>,
+    source: &Side,
+    target: &Side,
+    parallelism: usize,
+    read: &Arc<AtomicU64>,
+) -> Vec<PartitionReport> {
     let total: u64 = jobs
         .iter()
         .map(|j| {
@@ -225,15 +331,10 @@ pub fn verify(options: &VerifyOptions) -> anyhow::Result<Report> {
                 .max(0) as u64
         })
         .sum();
-    let read = Arc::new(AtomicU64::new(0));
-    let display = progress_line::ProgressLine::start(total, Arc::clone(&read));
-    let reports = run_jobs(jobs, &source, &target, options.parallelism, &read);
+    let display = progress_line::ProgressLine::start(total, Arc::clone(read));
+    let reports = run_jobs(jobs, source, target, parallelism, read);
     display.finish();
-    Ok(Report::new(
-        options.pairing.name(),
-        reports,
-        started.elapsed().as_secs_f64(),
-    ))
+    reports
 }
 
 /// Marks the jobs of topics compacted on either cluster (see
@@ -270,14 +371,16 @@ fn mark_compacted_topics(jobs: &mut [Job], source: &Side, target: &Side) {
     }
 }
 
-/// Reads the offset mapping and plans every partition (mapped mode).
+/// Reads the offset mapping and plans every partition (mapped mode), or
+/// stops with [`MappingTooLarge`] before it changes any job.
 fn plan_mapped_jobs(
     jobs: &mut [Job],
     source: &Side,
     target: &Side,
-    alias: &str,
-    range: Range,
+    topics: &InternalTopics,
+    options: &VerifyOptions,
 ) -> anyhow::Result<()> {
+    let range = options.range;
     let mut target_marks: BTreeMap<(String, i32), Watermarks> = target
         .watermarks_of(&partitions_of(jobs, SideName::Target))?
         .into_iter()
@@ -296,7 +399,6 @@ fn plan_mapped_jobs(
         .iter()
         .map(|(key, marks)| (key.clone(), marks.high))
         .collect();
-    let topics = InternalTopics::for_alias(alias);
     // `--since`: where each partition's range starts on the source.
     let mut since_offsets = BTreeMap::new();
     if let Range::Since(ms) = range {
@@ -315,8 +417,12 @@ fn plan_mapped_jobs(
         ),
         Range::Last(n) => Needed::Last(n),
     };
+    let as_of = AsOf {
+        ends: &snapshot,
+        max_mapping_bytes: options.max_mapping_bytes,
+    };
     let (mut maps, lineages, later, history_truncated) =
-        read_mappings_as_of(target, &topics, &snapshot, &needed)?;
+        read_mappings_as_of(target, topics, as_of, &needed)?;
     let ids = topics_now(source, target, jobs.iter().map(|j| j.report.topic.as_str()))?;
     for (key, cut) in later {
         if let Some(marks) = target_marks.get_mut(&key) {
