@@ -360,17 +360,62 @@ fn source_truncation_while_running_is_a_named_gap() {
 /// retried for ever.
 #[test]
 fn a_record_the_target_refuses_stops_its_partition_only() {
+    refused_record_stops_its_partition_only(
+        "edges-refused",
+        100,
+        300,
+        &["--commit.interval.ms", "100"],
+    );
+}
+
+/// As above, with the lane still sending the batch's later records when
+/// the refusal arrives: librdkafka then refuses those sends too (the
+/// transaction is abortable), and the refusal behind them must still be
+/// found, not aborted and re-read for ever. The throttle spaces the sends
+/// 100 ms apart inside a 3 s transaction.
+#[test]
+fn a_refusal_met_while_the_batch_is_still_sent_stops_its_partition() {
+    refused_record_stops_its_partition_only(
+        "edges-refused-mid-batch",
+        20,
+        20,
+        &[
+            "--throttle.records.per.sec",
+            "10",
+            "--commit.interval.ms",
+            "3000",
+        ],
+    );
+}
+
+/// Copies a topic of a 1.5 MB record after `before` ones in partition 0
+/// and `other` records in partition 1 (see [`with_a_big_record`]) with
+/// `extra` flags to a target topic with the default `max.message.bytes`:
+/// partition 0 stops at its big record, partition 1 is copied whole.
+fn refused_record_stops_its_partition_only(
+    name: &str,
+    before: usize,
+    other: usize,
+    extra: &[&str],
+) {
     let bed = bed();
-    let topic = with_a_big_record("edges-refused", 100, 1_500_000, 300);
+    let topic = &with_a_big_record(name, before, 1_500_000, other);
     // Created before eosmirror would carry the source's limit.
-    bed.target.create_topic_with(&topic, 2, &[]);
+    bed.target.create_topic_with(topic, 2, &[]);
 
     let setup = MirrorSetup::new(&bed.source.bootstrap, &bed.target.bootstrap);
     let metrics_address = support::free_local_address();
-    let mut mirror = setup.start(
-        &topic,
-        &["--lanes", "1", "--metrics.address", &metrics_address],
-    );
+    let mut args = vec![
+        "--lanes",
+        "1",
+        "--metrics.address",
+        &metrics_address,
+        "--refresh.interval.ms",
+        "1000",
+    ];
+    args.extend_from_slice(extra);
+    let mut mirror = setup.start_bare(topic, &args);
+    let topic = topic.to_string();
     wait_for_partition_0_stopped(&mut mirror, &metrics_address, &topic);
     wait_for_partition(&bed.source, &bed.target, &topic, 1, &mut mirror);
     let code = mirror.stop(EXIT_LIMIT);
@@ -379,13 +424,13 @@ fn a_record_the_target_refuses_stops_its_partition_only() {
         code, 0,
         "a run with a stopped partition exited 0:\n{output}"
     );
-    let refusal = format!("{topic}-0: the target rejected the copy of source offset 100");
+    let refusal = format!("{topic}-0: the target rejected the copy of source offset {before}");
     assert!(
         output.contains(&refusal),
         "the error must name the partition and the offset ({refusal:?}):\n{}",
         tail(&output, 40)
     );
-    assert_copied_before(&bed.source, &bed.target, &topic, 100);
+    assert_copied_before(&bed.source, &bed.target, &topic, before);
 }
 
 /// With `check.crcs=true` librdkafka reports a source record batch whose
@@ -394,17 +439,42 @@ fn a_record_the_target_refuses_stops_its_partition_only() {
 /// instead of copying the batches after it without its records.
 #[test]
 fn a_corrupt_source_batch_stops_the_run_instead_of_being_skipped() {
+    // Its middle is inside the checksummed part.
+    corrupt_source_batch_stops_the_run("edges-corrupt", |bytes, second, len| {
+        let middle = second + 12 + len / 2;
+        (middle, !bytes[middle])
+    });
+}
+
+/// A batch whose format version (magic byte, outside the checksum) librdkafka
+/// does not know, here 3: it reports the batch as not implemented and goes
+/// on past it, which must stop the run as well.
+#[test]
+fn a_source_batch_of_an_unknown_format_stops_the_run_instead_of_being_skipped() {
+    // After the base offset (8 bytes), the length (4) and the leader epoch (4).
+    corrupt_source_batch_stops_the_run("edges-magic", |_, second, _| (second + 16, 3));
+}
+
+/// Writes the byte `corrupt` returns at the position it returns (given the
+/// segment's bytes, where the second of three batches starts and its
+/// length) into a source partition's segment, then copies it.
+fn corrupt_source_batch_stops_the_run(
+    name: &str,
+    corrupt: impl Fn(&[u8], usize, usize) -> (usize, u8),
+) {
     let bed = bed();
     let Some(source_logs) = support::local_log_dir("source") else {
         return;
     };
-    let topic = bed.source.create_topic("edges-corrupt", 1);
+    let topic = bed.source.create_topic(name, 1);
     for tag in ["a", "b", "c"] {
         bed.source.produce(&topic, &records(tag, 0, 50));
     }
     assert_eq!(bed.source.watermarks(&topic, 0), (0, 150));
+    // Read before the damage: the batch may be unreadable after it.
+    let source_p0 = partition_records(&bed.source, &topic, 0);
     // The second batch: v2 batches start with an 8-byte base offset and a
-    // 4-byte length of the rest; its middle is inside the checksummed part.
+    // 4-byte length of the rest.
     let segment = source_logs.join(format!("{topic}-0/00000000000000000000.log"));
     let mut log = std::fs::OpenOptions::new()
         .read(true)
@@ -415,9 +485,9 @@ fn a_corrupt_source_batch_stops_the_run_instead_of_being_skipped() {
     log.read_to_end(&mut bytes).unwrap();
     let batch_len = |at: usize| i32::from_be_bytes(bytes[at + 8..at + 12].try_into().unwrap());
     let second = 12 + batch_len(0) as usize;
-    let middle = second + 12 + batch_len(second) as usize / 2;
-    log.seek(SeekFrom::Start(middle as u64)).unwrap();
-    log.write_all(&[!bytes[middle]]).unwrap();
+    let (at, byte) = corrupt(&bytes, second, batch_len(second) as usize);
+    log.seek(SeekFrom::Start(at as u64)).unwrap();
+    log.write_all(&[byte]).unwrap();
     log.sync_all().unwrap();
 
     let setup = MirrorSetup::new(&bed.source.bootstrap, &bed.target.bootstrap);
@@ -437,7 +507,9 @@ fn a_corrupt_source_batch_stops_the_run_instead_of_being_skipped() {
         tail(&output, 30)
     );
     // Nothing of the third batch: at most the first one.
-    assert_copied_before(&bed.source, &bed.target, &topic, 50);
+    let copied = partition_records(&bed.target, &topic, 0);
+    assert!(copied.len() <= 50, "{} copied", copied.len());
+    assert_same_records("target partition 0", &source_p0[..copied.len()], &copied);
     // No other test's broker restart should meet the damaged segment.
     bed.source.delete_topic(&topic);
 }

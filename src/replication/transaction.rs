@@ -270,15 +270,7 @@ impl TransactionalProducer {
                     // policy) fails every commit of the batch as abortable:
                     // named, never aborted and retried for ever.
                     if let Some(refused) = self.producer.context().first_refused() {
-                        let reason = refused.outcome.err().map(|e| e.to_string());
-                        return Err(TxnFailure {
-                            disposition: Disposition::Fatal,
-                            detail: format!(
-                                "commit_transaction: {e}: a record of the transaction was refused: {}",
-                                reason.unwrap_or_default()
-                            ),
-                            slot: Some(refused.slot),
-                        });
+                        return Err(refusal(&format!("commit_transaction: {e}"), refused));
                     }
                     let failure = TxnFailure::from_kafka("commit_transaction", &e);
                     if failure.disposition == Disposition::Retriable {
@@ -295,6 +287,31 @@ impl TransactionalProducer {
                     return Err(failure);
                 }
             }
+        }
+    }
+
+    /// The record the target refused for good behind a failed batch, if
+    /// any, as the failure to stop on (`failure` otherwise). Once the
+    /// target refuses one record, librdkafka makes the transaction
+    /// abortable, fails the records queued with it and refuses every later
+    /// send (`_STATE`), so a batch still sending fails on those first;
+    /// aborted and re-read, it would fail the same way for ever. Purges
+    /// what is queued or in flight (a batch failed so is aborted anyway)
+    /// and serves their reports, so the refusal is among those looked at.
+    /// Other failures (fenced, lane lost, outcome unknown) pass unchanged.
+    pub fn refusal_behind(&self, failure: TxnFailure) -> TxnFailure {
+        if !matches!(
+            failure.disposition,
+            Disposition::AbortBatch | Disposition::Retriable
+        ) {
+            return failure;
+        }
+        self.producer
+            .purge(PurgeConfig::default().queue().inflight());
+        let _ = self.drain_in_flight(PURGE_WAIT.min(self.call_timeout));
+        match self.producer.context().first_refused() {
+            Some(refused) => refusal(&failure.detail, refused),
+            None => failure,
         }
     }
 
@@ -333,5 +350,19 @@ impl TransactionalProducer {
             },
             _ => TxnFailure::from_kafka(context, e),
         }
+    }
+}
+
+/// The failure of a batch holding `refused`, a record the target refused
+/// for good: fatal, naming the record's slot so its partition stops.
+fn refusal(context: &str, refused: Delivery) -> TxnFailure {
+    let reason = refused.outcome.err().map(|e| e.to_string());
+    TxnFailure {
+        disposition: Disposition::Fatal,
+        detail: format!(
+            "{context}: a record of the transaction was refused: {}",
+            reason.unwrap_or_default()
+        ),
+        slot: Some(refused.slot),
     }
 }

@@ -331,6 +331,11 @@ impl LaneSession<'_> {
             self.worker.lane
         );
         let mut copies: HashMap<usize, Vec<(i64, i64)>> = HashMap::new();
+        // A record refused for good is named, whatever failed with it (the
+        // records librdkafka purged once the transaction became abortable
+        // may report first): aborted and re-read, the batch would fail on
+        // it again.
+        let mut failed: Option<TxnFailure> = None;
         for report in reports {
             let Slot::Copy {
                 cursor,
@@ -349,15 +354,22 @@ impl LaneSession<'_> {
                         Some(code) => classify_code(code),
                         None => classify(&e),
                     };
-                    return Err(TxnFailure {
-                        disposition,
-                        detail: format!("{}: {e}", self.cursors[cursor].partition),
-                        slot: Some(report.slot),
-                    });
+                    if failed.as_ref().is_none_or(|f| {
+                        f.disposition != Disposition::Fatal && disposition == Disposition::Fatal
+                    }) {
+                        failed = Some(TxnFailure {
+                            disposition,
+                            detail: format!("{}: {e}", self.cursors[cursor].partition),
+                            slot: Some(report.slot),
+                        });
+                    }
                 }
             }
         }
-        Ok(copies)
+        match failed {
+            Some(failure) => Err(failure),
+            None => Ok(copies),
+        }
     }
 
     /// Asks both clusters for the ids of the batch's topics.
@@ -598,14 +610,17 @@ fn next_record<'c>(
             slot: None,
         }),
         // librdkafka reports a record batch it cannot read (a checksum
-        // mismatch with check.crcs, a codec it lacks) and goes on past it:
+        // mismatch with check.crcs, a codec it lacks, a batch format
+        // version it does not know: NotImplemented) and goes on past it:
         // copying on would leave its records out without a trace.
         Some(Err(KafkaError::MessageConsumption(
-            code @ (RDKafkaErrorCode::BadMessage | RDKafkaErrorCode::BadCompression),
+            code @ (RDKafkaErrorCode::BadMessage
+            | RDKafkaErrorCode::BadCompression
+            | RDKafkaErrorCode::NotImplemented),
         ))) => Err(TxnFailure {
             disposition: Disposition::Fatal,
             detail: format!(
-                "the source consumer could not read what a source broker sent ({code}): a record batch of one of the lane's partitions that fails its checksum (check.crcs) or cannot be decoded, which librdkafka would go past without its records, or a response that is not Kafka's (a bootstrap address of another service); nothing from there on was copied. librdkafka's log line above names the offset or the broker. Inspect the source partitions' logs (kafka-dump-log.sh --deep-iteration) and repair or restore them, then restart"
+                "the source consumer could not read what a source broker sent ({code}): a record batch of one of the lane's partitions that fails its checksum (check.crcs), cannot be decoded or has a format librdkafka does not know, which librdkafka would go past without its records, or a response that is not Kafka's (a bootstrap address of another service); nothing from there on was copied. librdkafka's log line above names the offset or the broker. Inspect the source partitions' logs (kafka-dump-log.sh --deep-iteration) and repair or restore them, then restart"
             ),
             slot: None,
         }),

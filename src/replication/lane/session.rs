@@ -264,7 +264,7 @@ impl<'w> LaneSession<'w> {
                     }
                     continue;
                 }
-                Err(failure) => failure,
+                Err(failure) => self.producer.refusal_behind(failure),
             };
             match failure.disposition {
                 Disposition::AbortBatch | Disposition::Retriable => {
