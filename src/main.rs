@@ -80,7 +80,13 @@ fn execute(command: Command, runtime: &tokio::runtime::Runtime, json: bool) -> E
             match blocking(runtime, move || commands::translate::run(&args)) {
                 Ok(report) => {
                     print(format, &report, || report.to_text());
-                    ExitCode::SUCCESS
+                    // A partition without a translation (the report says
+                    // why) fails a script that would go on to --apply.
+                    if report.target_offsets().is_some() {
+                        ExitCode::SUCCESS
+                    } else {
+                        ExitCode::FAILURE
+                    }
                 }
                 Err(e) => fail(json, &e),
             }

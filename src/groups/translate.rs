@@ -12,7 +12,9 @@ use serde::Serialize;
 
 use crate::clusters::{Cluster, CONNECT_TIMEOUT};
 use crate::groups::apply::Applied;
-use crate::groups::translation::{translate, TranslatedOffset, TranslationKind, Untranslatable};
+use crate::groups::translation::{
+    still_on_target, translate, TranslatedOffset, TranslationKind, Untranslatable,
+};
 use crate::groups::TopicPartition;
 use crate::offsets::history::{read_mappings_with_positions, Answering};
 use crate::offsets::tail::Needed;
@@ -21,6 +23,7 @@ use crate::replication::progress::InternalTopics;
 use crate::topics::filter::TopicFilter;
 use crate::topics::identity::TopicId;
 use crate::topics::target::partition_counts;
+use eosmirror_state::SourcePartition;
 
 /// Prefetch bound of the mapping reader (KiB).
 const MAPPING_QUEUE_KBYTES: usize = 16 * 1024;
@@ -199,6 +202,13 @@ pub fn translate_groups(
     )?;
     let names: BTreeSet<&str> = wanted.iter().map(|(topic, _)| topic.as_str()).collect();
     let target_ids = side.topic_ids(&names.into_iter().collect::<Vec<_>>())?;
+    // Where each target partition's log starts: a copy below it is gone.
+    let on_target: Vec<SourcePartition> = wanted
+        .iter()
+        .filter(|(topic, _)| matches!(target_ids.get(topic), Some(Some(_))))
+        .map(|(topic, partition)| SourcePartition::new(topic, *partition))
+        .collect();
+    let target_starts = side.watermarks_of(&on_target)?;
     let empty = Default::default();
     let translation_of = |(topic, partition): &TopicPartition, source_offset: i64| {
         let key = (topic.clone(), *partition);
@@ -216,6 +226,12 @@ pub fn translate_groups(
                 truncated.contains(&key),
                 source_offset,
             )
+        })
+        .and_then(|translated| {
+            match target_starts.get(&SourcePartition::new(topic, *partition)) {
+                Some(&(low, _)) => still_on_target(translated, low),
+                None => Ok(translated),
+            }
         });
         PartitionTranslation {
             topic: topic.clone(),

@@ -67,8 +67,28 @@ pub enum Untranslatable {
     NothingReplicated,
     #[error("source offset {offset} precedes the oldest offset mapping kept ({first_mapped}); the progress topic's retention (--progress.retention.ms) deleted the older mappings (or the progress topic was deleted and created again since), so the exact target offset is no longer known. Set this partition of the group on the target yourself (kafka-consumer-groups.sh --reset-offsets: an earlier offset re-reads records, a later one skips them) or leave its topic out (`translate --topic`), and keep --progress.retention.ms above the longest a group lags")]
     MappingExpired { offset: i64, first_mapped: i64 },
+    #[error("the target no longer has the copy the group reads next (target offset {target_offset}): its log starts at {target_start} (the target's retention or DeleteRecords deleted it: a topic eosmirror creates gets the source topic's own retention.ms, but without one it follows the target broker's default, which may keep less than the source's). A consumer there would skip what it has not read yet, [{target_offset}, {target_start}), by its auto.offset.reset. Keep the target topic's retention.ms at least the source's; for this group, commit {target_start} on the target yourself (kafka-consumer-groups.sh --reset-offsets --to-offset {target_start}) if skipping those records is acceptable")]
+    CopyDeleted {
+        target_offset: i64,
+        target_start: i64,
+    },
     #[error(transparent)]
     Recreated(#[from] Recreated),
+}
+
+/// `translated`, unless the target deleted the copy it points at: a log
+/// that starts past it (`target_start`, the partition's low watermark).
+pub fn still_on_target(
+    translated: TranslatedOffset,
+    target_start: i64,
+) -> Result<TranslatedOffset, Untranslatable> {
+    if translated.target_offset < target_start {
+        return Err(Untranslatable::CopyDeleted {
+            target_offset: translated.target_offset,
+            target_start,
+        });
+    }
+    Ok(translated)
 }
 
 /// Translates `source_offset` through `map`. `history_truncated` says the

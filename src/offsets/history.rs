@@ -491,7 +491,7 @@ fn seal(histories: Histories) -> Mappings {
 fn internal_topic_ranges(target: &Side, topic: &str) -> anyhow::Result<Vec<(i32, i64, i64)>> {
     let partitions = match target.partition_count(topic)? {
         Some(n) => n,
-        None => bail!("the target has no topic {topic}: it holds no copy made by eosmirror with this --source.alias. Pass the alias `run` used, or use --mode sequence for copies made by other tools"),
+        None => bail!("the target has no topic {topic}: it holds no copy made by eosmirror with this --source.alias. Pass the alias `run` used (for a copy made by another tool, `verify --mode sequence` compares it; translation needs eosmirror's mapping)"),
     };
     (0..partitions)
         .map(|p| {
