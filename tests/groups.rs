@@ -546,6 +546,58 @@ fn a_group_behind_a_progress_topic_deleted_and_created_again_is_refused_as_expir
     }
 }
 
+/// A copy the target deleted (its retention, here DeleteRecords) is no
+/// place to move a group to: a consumer there would skip what it has not
+/// read, by its auto.offset.reset. The partition is named with where the
+/// target's log starts and the way out, `translate` exits non-zero and
+/// `--apply` commits nothing; a group past the deleted copies translates
+/// exactly as before.
+#[test]
+fn a_group_whose_next_copy_the_target_deleted_is_refused_naming_the_first_kept() {
+    let bed = bed();
+    let topic = bed.source.create_topic("groups-target-deleted", 1);
+    let records: Vec<TestRecord> = (0..30).map(|i| record(0, "r", i)).collect();
+    bed.source.produce(&topic, &records);
+    let setup = MirrorSetup::new(&bed.source.bootstrap, &bed.target.bootstrap);
+    setup.copy_and_check(&topic, &[], &[&topic]);
+    let source = bed.source.read_all(&topic, Isolation::ReadCommitted);
+    let target = bed.target.read_all(&topic, Isolation::ReadCommitted);
+    bed.target.delete_records(&topic, 0, 20);
+
+    let behind = unique_name("target-deleted-behind");
+    bed.source.commit_group(&behind, &[(&topic, 0, 5)]);
+    let (code, report, output) = translate_json(&setup, &behind);
+    assert_ne!(code, 0, "{output}");
+    let report = report.unwrap_or_else(|| panic!("{output}"));
+    let error = report["partitions"][0]["error"]
+        .as_str()
+        .unwrap_or_default();
+    let copy = copy_offset(&source, &target, 0, 5);
+    assert!(
+        error.contains(&format!("no longer has the copy the group reads next (target offset {copy}): its log starts at 20"))
+            && error.contains("--reset-offsets --to-offset 20"),
+        "{report}"
+    );
+    let (code, stdout, stderr) = setup.command("translate", &["--group", &behind, "--apply"]);
+    assert_ne!(code, 0, "{stdout}\n{stderr}");
+    assert!(stderr.contains("not applying"), "{stdout}\n{stderr}");
+    assert_eq!(
+        bed.target.group_offsets(&behind, &topic, 1),
+        BTreeMap::new()
+    );
+
+    let past = unique_name("target-deleted-past");
+    bed.source.commit_group(&past, &[(&topic, 0, 25)]);
+    let (code, report, output) = translate_json(&setup, &past);
+    assert_eq!(code, 0, "{output}");
+    let report = report.unwrap_or_else(|| panic!("{output}"));
+    assert_eq!(
+        report["partitions"][0]["translation"]["target_offset"].as_i64(),
+        Some(copy_offset(&source, &target, 0, 25)),
+        "{report}"
+    );
+}
+
 /// Translation reads only the tail of the mapping history the groups need,
 /// not all of it: a progress topic whose oldest record is unreadable
 /// (standing for days of history) still translates a recent group offset,
@@ -1740,6 +1792,29 @@ fn cutover_moves_a_named_group_the_listing_left_out() {
         stdout.contains(&format!(
             "group {typo:?}, named in --groups, has no committed offset"
         )),
+        "{stdout}"
+    );
+    // A pattern matching only groups that consumed other topics moves
+    // nothing, which is no complete cutover either.
+    let elsewhere = bed.source.create_topic("cutover-elsewhere", 1);
+    let reader = unique_name("reads-elsewhere");
+    bed.source.commit_group(&reader, &[(&elsewhere, 0, 0)]);
+    let (code, stdout, stderr) = setup.command(
+        "cutover",
+        &[
+            "--include",
+            &topic,
+            "--groups",
+            &format!("{reader}.*"),
+            "--timeout.ms",
+            "30000",
+        ],
+    );
+    assert_ne!(code, 0, "{stdout}\n{stderr}");
+    assert!(stdout.contains("cutover: NOT COMPLETE"), "{stdout}");
+    assert!(
+        stdout.contains("no consumer group matching")
+            && stdout.contains("check --groups and --include"),
         "{stdout}"
     );
     assert_eq!(

@@ -420,7 +420,9 @@ pub fn cutover(options: &CutoverOptions) -> anyhow::Result<CutoverReport> {
                 options.groups_given
             ));
         }
+        let matched = !names.is_empty();
         let mut final_offsets = GroupOffsets::new();
+        let problems_before = problems.len();
         for group in names {
             let membership = source.groups().membership(&group)?;
             if !membership.members.is_empty() {
@@ -440,6 +442,15 @@ pub fn cutover(options: &CutoverOptions) -> anyhow::Result<CutoverReport> {
                     "group {group:?}, named in --groups, has no committed offset on the source for the topics cut over; check its name"
                 ));
             }
+        }
+        // Groups the pattern matched, none of which consumed these topics:
+        // a wrong --include or --groups must not pass as "the groups are
+        // moved".
+        if matched && final_offsets.is_empty() && problems.len() == problems_before {
+            problems.push(format!(
+                "no consumer group matching {} has committed offsets on the source for the topics cut over; check --groups and --include",
+                options.groups_given
+            ));
         }
         // A producer that wrote during verify, and a consumer of the group
         // that read it before stopping, would leave the group past the
