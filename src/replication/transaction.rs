@@ -253,11 +253,14 @@ impl TransactionalProducer {
         let deadline = Instant::now() + self.call_timeout;
         loop {
             crash_point!(failpoints::TXN_BEFORE_COMMIT);
+            // Retries share the one call's time: the health watchdog's
+            // stall limit is judged against a single call.
+            let left = deadline.saturating_duration_since(Instant::now());
             // Drained first, so rust-rdkafka's own flush inside
             // `commit_transaction` finds nothing to wait for.
             let committed = self
-                .drain_in_flight(self.call_timeout)
-                .and_then(|()| self.producer.commit_transaction(self.call_timeout));
+                .drain_in_flight(left)
+                .and_then(|()| self.producer.commit_transaction(left));
             match committed {
                 Ok(()) => {
                     self.open.set(false);
