@@ -497,6 +497,41 @@ fn one_lanes_expired_history_does_not_expire_the_partitions_of_another() {
     );
 }
 
+/// A partition first copied from past its offset 0 (records deleted on the
+/// source before eosmirror saw them) has all its history in its lane's
+/// partition of the progress topic, from the claim that began it, even
+/// when retention has deleted other partitions' older records there: a
+/// group before its first copy translates to that copy, not "expired".
+#[test]
+fn a_history_begun_after_the_lanes_oldest_records_expired_is_complete() {
+    let bed = bed();
+    let setup = MirrorSetup::new(&bed.source.bootstrap, &bed.target.bootstrap);
+    // One lane: both topics' histories share the progress partition.
+    let older = bed.source.create_topic("groups-lane-older", 1);
+    let records: Vec<TestRecord> = (0..10).map(|i| record(0, "o", i)).collect();
+    bed.source.produce(&older, &records);
+    setup.copy_and_check(&older, &["--lanes", "1"], &[&older]);
+    let progress = InternalTopics::for_alias(&setup.alias).progress;
+    let (_, end) = bed.target.watermarks(&progress, 0);
+    bed.target.delete_records(&progress, 0, end);
+
+    let later = bed.source.create_topic("groups-lane-later", 1);
+    let records: Vec<TestRecord> = (0..20).map(|i| record(0, "l", i)).collect();
+    bed.source.produce(&later, &records);
+    bed.source.delete_records(&later, 0, 10);
+    setup.copy_and_check(&later, &["--lanes", "1"], &[&later]);
+
+    let group = unique_name("begun-later");
+    bed.source.commit_group(&group, &[(&later, 0, 5)]);
+    let (code, report, output) = translate_json(&setup, &group);
+    let report = report.unwrap_or_else(|| panic!("{output}"));
+    assert_eq!(code, 0, "{report}");
+    // Source offset 10, the first copy, is at target offset 0.
+    let translation = &report["partitions"][0]["translation"];
+    assert_eq!(translation["target_offset"].as_i64(), Some(0), "{report}");
+    assert_eq!(translation["kind"], "exact", "{report}");
+}
+
 /// A progress topic deleted and created again (by `run`, which finds it
 /// missing) starts empty, not where retention would have left it: a group
 /// offset among the copies made before is refused as expired, not

@@ -44,6 +44,8 @@ pub struct CommitSummary {
     copies_end: i64,
     /// Records its runs copied.
     copied: u64,
+    /// It began its lineage's history: nothing older is of it.
+    begins_history: bool,
 }
 
 impl From<ProgressRecord> for CommitSummary {
@@ -54,6 +56,7 @@ impl From<ProgressRecord> for CommitSummary {
             lineage: record.lineage,
             next_target_offset: record.next_target_offset,
             copies_end: record.copies_end,
+            begins_history: record.begins_history,
         }
     }
 }
@@ -185,6 +188,12 @@ impl<'a> TailSearch<'a> {
                     break;
                 }
                 coverage.copied += record.copied;
+                // The whole history is read: an offset before its first
+                // copy translates to that copy, however far back it is.
+                if record.begins_history {
+                    coverage.covered = true;
+                    break;
+                }
             }
         }
     }
@@ -276,6 +285,22 @@ mod tests {
         let mut search = TailSearch::new(&all, None, [key()]);
         search.older_chunk(summaries(history()));
         assert!(!search.covered());
+    }
+
+    #[test]
+    fn the_commit_that_began_the_history_covers_any_range() {
+        // First copied from source offset 40 (its log start then): a range
+        // from 5 needs nothing older than that first commit, which holds
+        // where the group's next record was copied.
+        let mut records = history()[4..].to_vec();
+        records[0].begins_history = true;
+        for needed in [Needed::From([(key(), 5)].into()), Needed::Last(1_000)] {
+            let mut search = TailSearch::new(&needed, None, [key()]);
+            search.older_chunk(summaries(records[1..].to_vec()));
+            assert!(!search.covered(), "{needed:?}");
+            search.older_chunk(summaries(records[..1].to_vec()));
+            assert!(search.covered(), "{needed:?}");
+        }
     }
 
     #[test]
