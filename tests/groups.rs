@@ -530,6 +530,11 @@ fn a_history_begun_after_the_lanes_oldest_records_expired_is_complete() {
     let translation = &report["partitions"][0]["translation"];
     assert_eq!(translation["target_offset"].as_i64(), Some(0), "{report}");
     assert_eq!(translation["kind"], "exact", "{report}");
+    // verify reads the whole history alike: complete, so the copy is
+    // checked from the source's first record, not "unverifiable".
+    let (code, stdout, stderr) = setup.command("verify", &["--include", &later]);
+    assert_eq!(code, 0, "{stdout}\n{stderr}");
+    assert!(stdout.contains("verdict: EXACT"), "{stdout}");
 }
 
 /// A progress topic deleted and created again (by `run`, which finds it

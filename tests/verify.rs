@@ -518,6 +518,97 @@ fn records_before_the_first_copy_are_missing() {
     );
 }
 
+/// As above when the progress topic no longer starts at offset 0
+/// (retention deleted other partitions' older records in the lane's
+/// partition): the history read still begins with the record that began
+/// it, so it is whole, and the records before the first copy are read and
+/// missing, not left out of the range.
+#[test]
+fn records_before_the_first_copy_are_missing_after_the_lanes_older_records_expired() {
+    let bed = bed();
+    let (topic, visible, _) = damaged_source();
+    let setup = MirrorSetup::new(&bed.source.bootstrap, &bed.target.bootstrap);
+    let progress = InternalTopics::for_alias(&setup.alias).progress;
+    bed.target
+        .create_topic_with(&progress, 1, &[("retention.ms", "-1")]);
+    let older = TestRecord::new(0, "older", "deleted by retention");
+    bed.target.produce(&progress, &[older]);
+    bed.target.delete_records(&progress, 0, 1);
+    let writes: Vec<(i64, &ReadRecord)> = visible
+        .iter()
+        .filter(|r| r.offset >= 3)
+        .map(|r| (r.offset, r))
+        .collect();
+    fake_copy(&topic, &setup.alias, &writes);
+
+    let (code, report) = verify_json(&setup, &["--include", &topic]);
+    let missing = |s| ("missing".to_string(), Some(s), None);
+    assert_eq!(
+        anomalies(&report),
+        vec![missing(0), missing(1), missing(2)],
+        "{report}"
+    );
+    assert_eq!(code, 1, "{report}");
+}
+
+/// A target that lost copies eosmirror committed (an unclean leader
+/// election; here a commit claiming copies the target never had) is not an
+/// exact copy: those commits end past the snapshot, and taken for commits
+/// made after it they only shortened the range checked, so the copy
+/// verified exact. Every committed copy was acknowledged, so a target
+/// ending below one lost it.
+#[test]
+fn a_target_that_lost_committed_copies_is_not_exact() {
+    let bed = bed();
+    let (topic, visible, _) = damaged_source();
+    let setup = MirrorSetup::new(&bed.source.bootstrap, &bed.target.bootstrap);
+    // Source 0..9 copied to target 0..9 (its marker at 10).
+    let first: Vec<(i64, &ReadRecord)> = visible[..10].iter().map(|r| (r.offset, r)).collect();
+    fake_copy(&topic, &setup.alias, &first);
+    assert_eq!(bed.target.watermarks(&topic, 0), (0, 11));
+    // The next commit: source 13 and 14 at target 11 and 12, lost.
+    let source = SourcePartition::new(&topic, 0);
+    let lost = ProgressRecord {
+        source: source.clone(),
+        lineage: Lineage {
+            source_cluster_id: "verify-test".into(),
+            source_topic_id: bed.source.topic_id(&topic),
+            target_topic_id: bed.target.topic_id(&topic),
+        },
+        runs: vec![OffsetRun {
+            source_start: 13,
+            target_start: 11,
+            len: 2,
+        }],
+        next_source_offset: 15,
+        copies_end: 15,
+        next_target_offset: 14,
+        instance: 7,
+        committed_at_ms: 0,
+        begins_history: false,
+    };
+    bed.target.produce(
+        &InternalTopics::for_alias(&setup.alias).progress,
+        &[TestRecord {
+            partition: 0,
+            key: Some(ProgressRecord::key(&source)),
+            value: Some(lost.encode()),
+            headers: vec![],
+            timestamp: None,
+        }],
+    );
+
+    let (code, report) = verify_json(&setup, &["--include", &topic]);
+    assert_eq!(code, 2, "{report}");
+    assert_ne!(report["verdict"], "exact", "{report}");
+    let why = report["partitions"][0]["unverifiable"].to_string();
+    assert!(
+        why.contains("ends at 11, below copies eosmirror committed up to 13")
+            && why.contains("lost committed copies"),
+        "{report}"
+    );
+}
+
 #[test]
 fn a_second_copy_is_duplicated() {
     check_damage(

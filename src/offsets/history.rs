@@ -62,10 +62,8 @@ pub struct MappingTooLarge {
 /// is read later, and its source records are not in the snapshot yet.
 ///
 /// Also returns the topics each mapping belongs to and, for each partition
-/// with such a later commit, the target offset where that commit's copies
-/// start: the snapshot can be checked only below it, since copies of a
-/// transaction still open at the snapshot may already lie below the
-/// snapshot's end.
+/// with such a later commit, where those commits' copies start and end
+/// ([`PastSnapshot`]).
 ///
 /// Only the history `needed` is read: for a range that does not start at
 /// the beginning, the tail that covers it (see [`super::tail`]). Returns
@@ -77,7 +75,7 @@ pub fn read_mappings_as_of(
     topics: &InternalTopics,
     as_of: AsOf<'_>,
     needed: &Needed,
-) -> anyhow::Result<(Mappings, Lineages, TargetEnds, Truncated)> {
+) -> anyhow::Result<(Mappings, Lineages, PastSnapshots, Truncated)> {
     let ends = as_of.ends;
     let wanted = ends.keys().cloned().collect();
     let lanes: Vec<(i32, i64, i64)> =
@@ -303,7 +301,7 @@ fn read_histories(
     let lane_of = |key: &(String, i32)| layout.map(|layout| lane_partition(layout, key));
     let mut truncated = Truncated::new();
     let mut histories = Histories::new();
-    let mut later = TargetEnds::new();
+    let mut later = PastSnapshots::new();
     // The lineage of each partition's first record past the snapshot: a
     // record of a newer lineage still replaces what was cut.
     let mut cut_lineages: BTreeMap<(String, i32), Lineage> = BTreeMap::new();
@@ -330,10 +328,6 @@ fn read_histories(
                 (start, search.uncovered().cloned().collect())
             }
         };
-        // Retention deleted the beginning of a history still needed.
-        if low > 0 && start == low {
-            truncated.extend(uncovered.iter().cloned());
-        }
         let absorb = |record: ProgressRecord| {
             let key = (record.source.topic.clone(), record.source.partition);
             if !wanted.contains(&key) {
@@ -341,6 +335,9 @@ fn read_histories(
             }
             if let Some(cut) = cut_lineages.get(&key) {
                 if *cut == record.lineage {
+                    if let Some(past) = later.get_mut(&key) {
+                        past.copies_end = past.copies_end.max(copies_end(&record));
+                    }
                     return;
                 }
                 // The target topic was recreated and copied over again
@@ -358,7 +355,13 @@ fn read_histories(
                     // Commit order: every later record of this lineage is
                     // past the end too.
                     let first_copy = record.runs.iter().map(|r| r.target_start).min();
-                    later.insert(key.clone(), first_copy.unwrap_or(end).min(end));
+                    later.insert(
+                        key.clone(),
+                        PastSnapshot {
+                            first_copy: first_copy.unwrap_or(end).min(end),
+                            copies_end: copies_end(&record).max(end),
+                        },
+                    );
                     // Past the snapshot, it still tells whether the history
                     // read from its beginning has that beginning.
                     begun.entry(key.clone()).or_insert(record.begins_history);
@@ -398,6 +401,16 @@ fn read_histories(
         }
         if low == 0 && start == 0 {
             read_from_zero.extend(uncovered);
+        } else if start == low {
+            // Retention deleted the beginning of a history still needed,
+            // unless the history read begins with the record that began it
+            // (a partition first copied after the lane's oldest records
+            // left).
+            truncated.extend(
+                uncovered
+                    .into_iter()
+                    .filter(|key| begun.get(key) != Some(&true)),
+            );
         }
     }
     // Read from offset 0, a history is complete only if it begins with the
@@ -418,12 +431,38 @@ fn read_histories(
     })
 }
 
+/// A partition's commits made after verify's snapshot of the target.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PastSnapshot {
+    /// Where the first one's copies start (at most the snapshot's end):
+    /// the snapshot is checked below it, since copies of a transaction
+    /// open at the snapshot may lie below its end.
+    pub first_copy: i64,
+    /// Where their copies end (at least the snapshot's end). A committed
+    /// copy was acknowledged by the in-sync replicas, so a target
+    /// partition whose high watermark is below this lost committed copies.
+    pub copies_end: i64,
+}
+
+/// Per source partition, its commits past the snapshot.
+pub type PastSnapshots = BTreeMap<(String, i32), PastSnapshot>;
+
+/// The target offset past `record`'s last copy (`i64::MIN`: none).
+fn copies_end(record: &ProgressRecord) -> i64 {
+    record
+        .runs
+        .iter()
+        .map(|r| r.target_start + r.len as i64)
+        .max()
+        .unwrap_or(i64::MIN)
+}
+
 /// What [`read_histories`] read.
 struct HistoryRead {
     /// The histories, per partition.
     histories: Histories,
-    /// Where the first commit past the snapshot starts, per partition.
-    later: TargetEnds,
+    /// The commits past the snapshot, per partition.
+    later: PastSnapshots,
     /// The partitions whose history needed is truncated.
     truncated: Truncated,
     /// The partitions read from offset 0 without a single record. One with

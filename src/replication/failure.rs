@@ -33,7 +33,7 @@ pub enum WorkerError {
         target_says: String,
         position_topic: String,
     },
-    #[error("{source_partition}: the target partition ends at offset {target_end}, but the copies committed into it reach offset {next_target_offset} (its position on {position_topic}): the target lost committed copies (an unclean leader election, a broker's disk restored from a backup). Nothing was copied after them. The copy is no longer exact: `eosmirror verify` shows which records are missing. To copy the topic again, delete the target topic and restart with --start.over '{topic}'", topic = source_partition.topic)]
+    #[error("{source_partition}: the target partition ends at offset {target_end}, but the copies committed into it reach offset {next_target_offset} (its position on {position_topic}): the target lost committed copies (an unclean leader election, a broker's disk restored from a backup). Nothing was copied after them. The copy is no longer exact (`eosmirror verify` names the partition). To copy the topic again, delete the target topic and restart with --start.over '{topic}'", topic = source_partition.topic)]
     TargetTruncated {
         source_partition: SourcePartition,
         target_end: i64,

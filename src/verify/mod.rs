@@ -262,7 +262,18 @@ fn verify_mapped(
                 continue;
             }
             Err(e) if e.is::<MappingTooLarge>() => {}
-            Err(e) => return Err(e),
+            // Nothing checked yet: verify could not start.
+            Err(e) if reports.is_empty() && batches.is_empty() => return Err(e),
+            // The batches checked keep their findings; this one says why
+            // it was not.
+            Err(e) => {
+                let why = format!("not checked: {}", crate::error_chain::one_line(&e));
+                for job in &mut batch {
+                    job.report.unverifiable.push(why.clone());
+                    reports.push(std::mem::take(&mut job.report));
+                }
+                continue;
+            }
         }
         if let [job] = &mut batch[..] {
             job.report.unverifiable.push(format!(
@@ -424,9 +435,24 @@ fn plan_mapped_jobs(
     let (mut maps, lineages, later, history_truncated) =
         read_mappings_as_of(target, topics, as_of, &needed)?;
     let ids = topics_now(source, target, jobs.iter().map(|j| j.report.topic.as_str()))?;
-    for (key, cut) in later {
+    // Read after the history: every commit in it was acknowledged by the
+    // in-sync replicas, so a target partition now ending below a commit's
+    // copies lost them (an unclean leader election, a replaced disk). Taken
+    // for copies made after the snapshot, they would only shorten the range
+    // checked, and the copy would verify exact without them.
+    let past: Vec<SourcePartition> = later
+        .keys()
+        .map(|(topic, partition)| SourcePartition::new(topic, *partition))
+        .collect();
+    let ends_now = target.watermarks_of(&past)?;
+    let mut lost = BTreeMap::new();
+    for (key, past) in later {
+        let now = ends_now[&SourcePartition::new(&key.0, key.1)].1;
+        if now < past.copies_end {
+            lost.insert(key.clone(), (now, past.copies_end));
+        }
         if let Some(marks) = target_marks.get_mut(&key) {
-            marks.high = marks.high.min(cut).max(marks.low);
+            marks.high = marks.high.min(past.first_copy).max(marks.low);
         }
     }
 
@@ -441,6 +467,12 @@ fn plan_mapped_jobs(
                 r.unverifiable.push(recreated.to_string());
                 continue;
             }
+        }
+        if let Some((now, copies_end)) = lost.get(&key) {
+            r.unverifiable.push(format!(
+                "the target partition ends at {now}, below copies eosmirror committed up to {copies_end}: the target lost committed copies (an unclean leader election, a broker's disk restored from a backup), so the copy is not exact. To copy the topic again, delete the target topic and restart run with --start.over '{}'", r.topic
+            ));
+            continue;
         }
         let source_marks = source_ends[&SourcePartition::new(&r.topic, r.partition)];
         // Moved, not copied: the maps of a whole history are large.

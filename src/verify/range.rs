@@ -22,6 +22,10 @@ pub enum BadTime {
     /// RFC 3339 in form, but no such time (31 February, hour 25, ...).
     #[error("--since {text:?}: no such time ({reason}); expected milliseconds since the epoch (1796025600000) or an RFC 3339 time (2026-11-30T08:00:00Z, 2026-11-30T09:00:00+01:00)")]
     Invalid { text: String, reason: String },
+    /// Before 1970: Kafka takes a negative time for "the end" (-1) or
+    /// "the start" (-2), not a time.
+    #[error("--since {0:?}: before 1970 (Kafka has no records then, and reads a negative time as the end of a partition); to check every record, leave --since out")]
+    BeforeEpoch(String),
 }
 
 /// RFC 3339's `date-time`: jiff also reads looser forms (no seconds, basic
@@ -40,6 +44,15 @@ fn rfc3339_form() -> &'static regex::Regex {
 /// Parses epoch milliseconds or an RFC 3339 time into epoch milliseconds.
 /// Digits past the millisecond are dropped.
 pub fn parse_time(text: &str) -> Result<i64, BadTime> {
+    let ms = parse_any_time(text)?;
+    if ms < 0 {
+        return Err(BadTime::BeforeEpoch(text.to_string()));
+    }
+    Ok(ms)
+}
+
+/// [`parse_time`], before 1970 too.
+fn parse_any_time(text: &str) -> Result<i64, BadTime> {
     let t = text.trim();
     if let Ok(ms) = t.parse::<i64>() {
         return Ok(ms);
@@ -94,6 +107,15 @@ pub fn parse_starts(values: &[String]) -> Result<Starts, BadStart> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_time_before_1970_is_refused_not_read_as_the_end() {
+        for text in ["-1", "-2", "1969-12-31T23:59:59Z"] {
+            let e = parse_time(text).unwrap_err();
+            assert!(matches!(e, BadTime::BeforeEpoch(_)), "{text}: {e}");
+            assert!(e.to_string().contains("leave --since out"), "{e}");
+        }
+    }
 
     #[test]
     fn times_parse_as_epoch_millis_or_rfc3339() {
