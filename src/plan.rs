@@ -699,12 +699,18 @@ fn plan_topics(
             format!("could not check the timestamp type of target topics ({}): run checks again, and copies into a topic with message.timestamp.type=LogAppendTime would carry the target's append times. Allow DescribeConfigs on them to the target user", types.unchecked_summary()),
         );
     }
-    for (topic, on_target) in &decision.present {
-        if types.appending.contains(&topic.name) {
+    let appending = |findings: &mut Findings, name: &str| {
+        let found = types.appending.iter().any(|t| t == name);
+        if found {
             findings.problem(
-                format!("target topic {} has message.timestamp.type=LogAppendTime: run refuses it (the target would replace every copy's timestamp with the time it was appended)", topic.name),
-                format!("`kafka-configs.sh {tools} --alter --entity-type topics --entity-name {} --add-config message.timestamp.type=CreateTime`", topic.name),
+                format!("target topic {name} has message.timestamp.type=LogAppendTime: run refuses it (the target would replace every copy's timestamp with the time it was appended)"),
+                format!("`kafka-configs.sh {tools} --alter --entity-type topics --entity-name {name} --add-config message.timestamp.type=CreateTime`"),
             );
+        }
+        found
+    };
+    for (topic, on_target) in &decision.present {
+        if appending(findings, &topic.name) {
             continue;
         }
         findings.add(
@@ -716,6 +722,9 @@ fn plan_topics(
         );
     }
     for (name, on_source, on_target) in &decision.too_few {
+        if decision.add_partitions && appending(findings, name) {
+            continue;
+        }
         match decision.add_partitions {
             true => findings.add(
                 Kind::AddPartitions,

@@ -511,6 +511,19 @@ fn a_target_topic_that_stamps_append_times_blocks_with_its_fix() {
         "the refused topic is also reported fine:\n{out}"
     );
 
+    // One that --target.add.partitions would extend is refused alike.
+    let fewer = bed.source.create_topic("plan-append-time-fewer", 3);
+    bed.target
+        .create_topic_with(&fewer, 2, &[("message.timestamp.type", "LogAppendTime")]);
+    let (code, out, _) = plan(&setup, &fewer, &["--target.add.partitions"]);
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        out.lines().any(|l| l.starts_with("problem:")
+            && l.contains(&fewer)
+            && l.contains("message.timestamp.type=LogAppendTime: run refuses it")),
+        "{out}"
+    );
+
     bed.target
         .set_topic_config(&topic, "message.timestamp.type", "CreateTime");
     let (code, out, _) = plan(&setup, &topic, &[]);

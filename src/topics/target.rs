@@ -688,17 +688,24 @@ impl TimestampTypes {
     }
 }
 
-/// The timestamp types of the target topics `decision` found present, in
-/// one DescribeConfigs request (`run` refuses a LogAppendTime topic before
-/// copying into it, and `plan` says so beforehand).
+/// The timestamp types of the target topics `decision` found present or
+/// extends (`--target.add.partitions`), in one DescribeConfigs request
+/// (`run` refuses a LogAppendTime topic before copying into it, and `plan`
+/// says so beforehand).
 pub(crate) async fn timestamp_types(
     target_admin: &AdminClient<DefaultClientContext>,
     decision: &TopicDecision,
 ) -> TimestampTypes {
+    let extended = decision
+        .too_few
+        .iter()
+        .filter(|_| decision.add_partitions)
+        .map(|(name, ..)| name.as_str());
     let topics: Vec<&str> = decision
         .present
         .iter()
         .map(|(t, _)| t.name.as_str())
+        .chain(extended)
         .collect();
     let mut types = TimestampTypes {
         appending: Vec::new(),
