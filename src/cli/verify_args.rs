@@ -64,7 +64,7 @@ pub struct VerifyArgs {
     pub max_memory_bytes: usize,
 
     /// Bound on the offset mappings held at once (mapped mode). A whole
-    /// history's mapping takes some 50 bytes per partition per commit;
+    /// history's mapping takes 50-100 bytes per partition per commit;
     /// past the bound, verify checks the partitions lane by lane in batches
     /// that fit, reading the progress topic once per batch, and a partition
     /// whose mapping alone does not fit is unverifiable (check a part of it

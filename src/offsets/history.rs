@@ -328,7 +328,7 @@ fn read_histories(
                 (start, search.uncovered().cloned().collect())
             }
         };
-        let absorb = |record: ProgressRecord| {
+        let mut absorb = |record: ProgressRecord| {
             let key = (record.source.topic.clone(), record.source.partition);
             if !wanted.contains(&key) {
                 return;
@@ -346,7 +346,7 @@ fn read_histories(
                 cut_lineages.remove(&key);
                 later.remove(&key);
                 if let Some((_, map)) = histories.remove(&key) {
-                    held.set(held.get() - map.held_bytes());
+                    held.set(held.get().saturating_sub(map.held_bytes()));
                 }
                 begun.remove(&key);
             }
@@ -360,6 +360,7 @@ fn read_histories(
                         PastSnapshot {
                             first_copy: first_copy.unwrap_or(end).min(end),
                             copies_end: copies_end(&record).max(end),
+                            lineage: record.lineage.clone(),
                         },
                     );
                     // Past the snapshot, it still tells whether the history
@@ -376,14 +377,13 @@ fn read_histories(
             if *lineage != record.lineage {
                 begun.insert(key.clone(), record.begins_history);
                 *lineage = record.lineage.clone();
-                held.set(held.get() - map.held_bytes());
+                held.set(held.get().saturating_sub(map.held_bytes()));
                 *map = fresh_map(answering, &key);
             }
             let before = map.held_bytes();
             map.add_commit(&record);
-            held.set(held.get() + map.held_bytes() - before);
+            held.set(held.get() + map.held_bytes().saturating_sub(before));
         };
-        let mut absorb = absorb;
         for_each_record_while(target, progress_topic, partition, start, high, |record| {
             absorb(record);
             if held.get() > limit {
@@ -432,7 +432,7 @@ fn read_histories(
 }
 
 /// A partition's commits made after verify's snapshot of the target.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PastSnapshot {
     /// Where the first one's copies start (at most the snapshot's end):
     /// the snapshot is checked below it, since copies of a transaction
@@ -442,6 +442,9 @@ pub struct PastSnapshot {
     /// copy was acknowledged by the in-sync replicas, so a target
     /// partition whose high watermark is below this lost committed copies.
     pub copies_end: i64,
+    /// The topics they copied: a target topic recreated since ends below
+    /// them too, and is named as recreated.
+    pub lineage: Lineage,
 }
 
 /// Per source partition, its commits past the snapshot.

@@ -28,8 +28,11 @@ use crate::topics::identity::TopicId;
 /// version-3 records are still read (see [`without_copies_end`]), so the
 /// copy's history stays readable. Version 5: the first record of each
 /// partition's history says so ([`ProgressRecord::begins_history`]);
-/// version-4 records are read as version 5 with the flag set, which keeps
-/// what readers assumed of them. (The groups topic's records have a version
+/// version-4 (and 3) records are read as version 5 with the flag clear:
+/// whether they began a history is unknown, and readers that take a
+/// history for whole only from a record with the flag never translate past
+/// records on the strength of an older one (such a history reads as
+/// truncated at its first record kept). (The groups topic's records have a version
 /// of their own: see `groups/record.rs`.)
 pub(crate) const FORMAT_VERSION: u8 = 5;
 
@@ -201,9 +204,9 @@ impl ProgressRecord {
         let (&version, body) = bytes.split_first().ok_or(DecodeError::Empty)?;
         match version {
             FORMAT_VERSION => decode_body(body),
-            // The same encoding without the last field: a bincode `true` is
-            // the byte 1.
-            WITHOUT_BEGINS_HISTORY => decode_body(&[body, &[1]].concat()),
+            // The same encoding without the last field: a bincode `false`
+            // is the byte 0.
+            WITHOUT_BEGINS_HISTORY => decode_body(&[body, &[0]].concat()),
             WITHOUT_COPIES_END => {
                 decode_body::<without_copies_end::ProgressRecord>(body).map(Into::into)
             }
@@ -263,7 +266,7 @@ mod without_copies_end {
                 next_target_offset: r.next_target_offset,
                 instance: r.instance,
                 committed_at_ms: r.committed_at_ms,
-                begins_history: true,
+                begins_history: false,
             }
         }
     }
@@ -433,7 +436,7 @@ mod tests {
         assert_eq!(
             read,
             ProgressRecord {
-                begins_history: true,
+                begins_history: false,
                 ..r.clone()
             }
         );
@@ -441,10 +444,12 @@ mod tests {
         assert_eq!(ProgressRecord::key(&r.source)[0], 3);
     }
 
-    /// Records written by version 4 are read with `begins_history` set:
-    /// a history of them read from offset 0 counts as complete, as it did.
+    /// Records written by version 4 are read with `begins_history` clear:
+    /// whether one began its history is unknown, and taken for a
+    /// beginning it would stop the tail search early and make a history
+    /// trimmed by retention look whole (translations past unread records).
     #[test]
-    fn version_4_records_are_read_as_beginning_the_history() {
+    fn version_4_records_are_not_taken_for_a_history_beginning() {
         let r = record();
         let v4 = encode_with_version(
             4,
@@ -463,7 +468,7 @@ mod tests {
         assert_eq!(
             read,
             ProgressRecord {
-                begins_history: true,
+                begins_history: false,
                 ..r
             }
         );

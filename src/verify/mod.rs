@@ -204,7 +204,7 @@ pub fn verify(options: &VerifyOptions) -> anyhow::Result<Report> {
         Pairing::Sequence { .. } => {
             plan_sequence_jobs(&mut jobs, &source, &target, range, starts)?;
             check_starts(&jobs, starts)?;
-            run_with_progress(jobs, &source, &target, options.parallelism, &read)
+            run_jobs(jobs, &source, &target, options.parallelism, &read)
         }
     };
     Ok(Report::new(
@@ -252,13 +252,7 @@ fn verify_mapped(
         let planned = plan_mapped_jobs(&mut batch, source, target, &topics, options);
         match planned {
             Ok(()) => {
-                reports.extend(run_with_progress(
-                    batch,
-                    source,
-                    target,
-                    options.parallelism,
-                    read,
-                ));
+                reports.extend(run_jobs(batch, source, target, options.parallelism, read));
                 continue;
             }
             Err(e) if e.is::<MappingTooLarge>() => {}
@@ -324,28 +318,6 @@ fn by_lane(
             .push(job);
     }
     Ok(groups.into_values().collect())
-}
-
-/// Checks `jobs` with the progress line on standard error.
-fn run_with_progress(
-    jobs: Vec<Job>,
-    source: &Side,
-    target: &Side,
-    parallelism: usize,
-    read: &Arc<AtomicU64>,
-) -> Vec<PartitionReport> {
-    let total: u64 = jobs
-        .iter()
-        .map(|j| {
-            (j.report.source_range.1 - j.report.source_range.0 + j.report.target_range.1
-                - j.report.target_range.0)
-                .max(0) as u64
-        })
-        .sum();
-    let display = progress_line::ProgressLine::start(total, Arc::clone(read));
-    let reports = run_jobs(jobs, source, target, parallelism, read);
-    display.finish();
-    reports
 }
 
 /// Marks the jobs of topics compacted on either cluster (see
@@ -446,22 +418,25 @@ fn plan_mapped_jobs(
         .collect();
     let ends_now = target.watermarks_of(&past)?;
     let mut lost = BTreeMap::new();
+    let mut past_lineages = BTreeMap::new();
     for (key, past) in later {
-        let now = ends_now[&SourcePartition::new(&key.0, key.1)].1;
-        if now < past.copies_end {
+        let now = ends_now.get(&SourcePartition::new(&key.0, key.1));
+        if let Some(&(_, now)) = now.filter(|(_, high)| *high < past.copies_end) {
             lost.insert(key.clone(), (now, past.copies_end));
         }
         if let Some(marks) = target_marks.get_mut(&key) {
             marks.high = marks.high.min(past.first_copy).max(marks.low);
         }
+        past_lineages.insert(key, past.lineage);
     }
 
     let source_ends = source_committed_ends(source, jobs)?;
     for job in jobs.iter_mut().filter(|j| j.report.unverifiable.is_empty()) {
         let r = &mut job.report;
         let key = (r.topic.clone(), r.partition);
-        // A copy of a topic deleted since is no copy of this one.
-        if let Some(lineage) = lineages.get(&key) {
+        // A copy of a topic deleted since is no copy of this one (with
+        // every commit past the snapshot, the newest lineage is theirs).
+        if let Some(lineage) = lineages.get(&key).or(past_lineages.get(&key)) {
             let now = ids.get(&r.topic).copied().unwrap_or_default();
             if let Err(recreated) = check_topics(&r.topic, lineage, now) {
                 r.unverifiable.push(recreated.to_string());
@@ -649,7 +624,8 @@ fn plan_sequence_jobs(
     Ok(())
 }
 
-/// Checks the partitions, `parallelism` at a time, each on its own thread.
+/// Checks the partitions, `parallelism` at a time, each on its own thread,
+/// with the progress line on standard error.
 fn run_jobs(
     jobs: Vec<Job>,
     source: &Side,
@@ -657,6 +633,17 @@ fn run_jobs(
     parallelism: usize,
     read: &Arc<AtomicU64>,
 ) -> Vec<PartitionReport> {
+    let total: u64 = jobs
+        .iter()
+        .map(|j| {
+            (j.report.source_range.1 - j.report.source_range.0 + j.report.target_range.1
+                - j.report.target_range.0)
+                .max(0) as u64
+        })
+        .sum();
+    // Counted per batch: the line shows this batch against its total.
+    read.store(0, std::sync::atomic::Ordering::Relaxed);
+    let display = progress_line::ProgressLine::start(total, Arc::clone(read));
     let count = jobs.len();
     let queue = Mutex::new(jobs.into_iter().enumerate().collect::<VecDeque<_>>());
     let done = Mutex::new(Vec::with_capacity(count));
@@ -672,6 +659,7 @@ fn run_jobs(
             });
         }
     });
+    display.finish();
     let mut done = done.into_inner().expect("results lock");
     done.sort_by_key(|(index, _)| *index);
     done.into_iter().map(|(_, r)| r).collect()
