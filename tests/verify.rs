@@ -400,11 +400,7 @@ fn fake_copy(topic: &str, alias: &str, writes: &[(i64, &ReadRecord)]) {
     let copies_end = writes.iter().map(|(s, _)| s + 1).max().unwrap_or(0);
     let progress_record = ProgressRecord {
         source: source.clone(),
-        lineage: Lineage {
-            source_cluster_id: "verify-test".into(),
-            source_topic_id: bed.source.topic_id(topic),
-            target_topic_id: bed.target.topic_id(topic),
-        },
+        lineage: fake_lineage(topic),
         runs,
         next_source_offset: copies_end,
         copies_end,
@@ -414,12 +410,28 @@ fn fake_copy(topic: &str, alias: &str, writes: &[(i64, &ReadRecord)]) {
         // The whole history of this copy.
         begins_history: true,
     };
-    bed.target.produce(
-        &progress,
+    write_progress(alias, &progress_record);
+}
+
+/// The lineage the fake copier records: `topic` as it is on both clusters
+/// (verify refuses a mapping of topics recreated since).
+fn fake_lineage(topic: &str) -> Lineage {
+    let bed = bed();
+    Lineage {
+        source_cluster_id: "verify-test".into(),
+        source_topic_id: bed.source.topic_id(topic),
+        target_topic_id: bed.target.topic_id(topic),
+    }
+}
+
+/// Commits `record` to partition 0 of `alias`'s progress topic.
+fn write_progress(alias: &str, record: &ProgressRecord) {
+    bed().target.produce(
+        &InternalTopics::for_alias(alias).progress,
         &[TestRecord {
             partition: 0,
-            key: Some(ProgressRecord::key(&source)),
-            value: Some(progress_record.encode()),
+            key: Some(ProgressRecord::key(&record.source)),
+            value: Some(record.encode()),
             headers: vec![],
             timestamp: None,
         }],
@@ -567,14 +579,9 @@ fn a_target_that_lost_committed_copies_is_not_exact() {
     fake_copy(&topic, &setup.alias, &first);
     assert_eq!(bed.target.watermarks(&topic, 0), (0, 11));
     // The next commit: source 13 and 14 at target 11 and 12, lost.
-    let source = SourcePartition::new(&topic, 0);
     let lost = ProgressRecord {
-        source: source.clone(),
-        lineage: Lineage {
-            source_cluster_id: "verify-test".into(),
-            source_topic_id: bed.source.topic_id(&topic),
-            target_topic_id: bed.target.topic_id(&topic),
-        },
+        source: SourcePartition::new(&topic, 0),
+        lineage: fake_lineage(&topic),
         runs: vec![OffsetRun {
             source_start: 13,
             target_start: 11,
@@ -587,16 +594,7 @@ fn a_target_that_lost_committed_copies_is_not_exact() {
         committed_at_ms: 0,
         begins_history: false,
     };
-    bed.target.produce(
-        &InternalTopics::for_alias(&setup.alias).progress,
-        &[TestRecord {
-            partition: 0,
-            key: Some(ProgressRecord::key(&source)),
-            value: Some(lost.encode()),
-            headers: vec![],
-            timestamp: None,
-        }],
-    );
+    write_progress(&setup.alias, &lost);
 
     let (code, report) = verify_json(&setup, &["--include", &topic]);
     assert_eq!(code, 2, "{report}");

@@ -204,13 +204,7 @@ pub fn translate_groups(
     let target_ids = side.topic_ids(&names.into_iter().collect::<Vec<_>>())?;
     // Where each target partition's log starts: a copy below it is gone.
     // Only partitions the target has: one it lacks has no copy to lose.
-    let mut target_partitions = BTreeMap::new();
-    for topic in wanted.iter().map(|(topic, _)| topic) {
-        if !target_partitions.contains_key(topic) && matches!(target_ids.get(topic), Some(Some(_)))
-        {
-            target_partitions.insert(topic.clone(), side.partition_count(topic)?.unwrap_or(0));
-        }
-    }
+    let target_partitions = partition_counts(&target.connection, "target", CONNECT_TIMEOUT)?;
     let on_target: Vec<SourcePartition> = wanted
         .iter()
         .filter(|(topic, partition)| {
