@@ -85,6 +85,7 @@ pub const RESTART_REASONS: &[&str] = &[
     "init_transactions",
     "resume_read",
     "topic_ids",
+    "sibling_positions",
     "source_watermarks",
     "target_check",
     "claim",

@@ -34,6 +34,8 @@
 //!   the group's confirmation before each (invariant 4), backoff, parking
 //!   an idle lane, stopping a failed partition.
 //! - `resume.rs`: a session's start, invariant 1.
+//! - `siblings.rs`: whether a partition without a position may start (its
+//!   topic may be recorded as another incarnation).
 //! - `session.rs`: a running session: its cursors, the loop over batches,
 //!   what a failed batch leads to, the claim and the fence every
 //!   transaction carries (invariant 4), lag and parking decisions.
@@ -69,6 +71,7 @@ mod batch;
 mod cache_check;
 mod resume;
 mod session;
+mod siblings;
 
 /// What to do when source records disappear before they are copied.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -428,14 +431,17 @@ impl LaneWorker {
         self.known_position.get().map_or(0, |k| k + 1)
     }
 
-    fn read_positions(
+    /// Reads `lane`'s positions: this lane's own at a session start, or
+    /// another lane's for a topic this lane's positions do not name.
+    fn read_lane(
         &self,
+        lane: Lane,
         start_hint: Option<i64>,
     ) -> Result<LanePositions, super::positions::ResumeError> {
         read_lane_positions(
             &self.target_reader(),
             &self.settings.internal_topics.position,
-            self.lane,
+            lane,
             self.settings.layout,
             start_hint,
             call_timeout(&self.settings),

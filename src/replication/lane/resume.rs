@@ -10,6 +10,7 @@ use rdkafka::consumer::BaseConsumer;
 
 use super::cache_check::{check_cache, CacheCheck};
 use super::session::{Committed, Cursor, LaneSession};
+use super::siblings::RecordedTopics;
 use super::{
     call_timeout, GapPolicy, LaneWorker, SessionEnd, LEFT_OPEN_ABORT_WAIT, METADATA_TIMEOUT,
 };
@@ -102,6 +103,7 @@ impl LaneWorker {
                 Ok(ends) => ends,
                 Err(e) => return Ok(SessionEnd::restart("target_check", e.to_string())),
             };
+        let mut recorded_topics = RecordedTopics::new(&found.latest);
         let mut cursors = Vec::with_capacity(partitions.len());
         for partition in partitions {
             // Thousands of partitions may take a while to open.
@@ -121,7 +123,15 @@ impl LaneWorker {
                     continue;
                 }
             }
-            match self.open_cursor(&target_watermarks, partition, lineage, resume, ends) {
+            let opened = self.open_cursor(
+                &target_watermarks,
+                partition,
+                lineage,
+                resume,
+                ends,
+                &mut recorded_topics,
+            );
+            match opened {
                 Ok(Ok(cursor)) => cursors.push(cursor),
                 Ok(Err(end)) => return Ok(end),
                 // Stopped here, so one session start reports every bad
@@ -217,7 +227,7 @@ impl LaneWorker {
             None
         };
         let found = self
-            .read_positions(hint)
+            .read_lane(self.lane, hint)
             .map_err(|e| match e.is_permanent() {
                 true => ResumeFailure::Fatal(self.fatal(e.to_string())),
                 false => ResumeFailure::Restart(e.to_string()),
@@ -263,26 +273,43 @@ impl LaneWorker {
         lineage: Lineage,
         resume: Option<&ResumePosition>,
         ends: Ends,
+        recorded_topics: &mut RecordedTopics,
     ) -> Result<Result<Cursor, SessionEnd>, WorkerError> {
         let settings = &*self.settings;
         let timeout = call_timeout(settings);
+        let starts_over = self.starts_over(&partition.topic);
         let resume = match resume {
-            Some(r) => match lineage::compare(
-                &partition,
-                &r.record.lineage,
-                &lineage,
-                self.starts_over(&partition.topic),
-            )? {
-                Continuity::Same => Some(r),
-                Continuity::StartOver => {
-                    tracing::warn!(lane = %self.lane, %partition, recorded = ?r.record.lineage, now = ?lineage, "the topic was recreated; starting it over from the source's first record as --start.over allows (its old positions and history are superseded)");
-                    self.state.reset_partition(&partition).map_err(|e| {
-                        self.fatal(format!("local state: forgetting {partition}: {e}"))
-                    })?;
-                    None
+            Some(r) => {
+                match lineage::compare(&partition, &r.record.lineage, &lineage, starts_over)? {
+                    Continuity::Same => Some(r),
+                    Continuity::StartOver => {
+                        tracing::warn!(lane = %self.lane, %partition, recorded = ?r.record.lineage, now = ?lineage, "the topic was recreated; starting it over from the source's first record as --start.over allows (its old positions and history are superseded)");
+                        self.state.reset_partition(&partition).map_err(|e| {
+                            self.fatal(format!("local state: forgetting {partition}: {e}"))
+                        })?;
+                        None
+                    }
                 }
-            },
-            None => None,
+            }
+            // A new partition, unless its topic's other partitions record
+            // another incarnation of the topic (see `siblings.rs`).
+            None => {
+                let objection = match recorded_topics.objection(self, &partition.topic, &lineage) {
+                    Ok(objection) => objection,
+                    Err(e) if e.is_permanent() => return Err(self.fatal(e.to_string())),
+                    Err(e) => {
+                        return Ok(Err(SessionEnd::restart("sibling_positions", e.to_string())))
+                    }
+                };
+                if let Some(recorded) = objection {
+                    // Same only for identical lineages, which are no objection.
+                    let continuity =
+                        lineage::compare(&partition, &recorded, &lineage, starts_over)?;
+                    assert_eq!(continuity, Continuity::StartOver);
+                    tracing::warn!(lane = %self.lane, %partition, recorded = ?recorded, now = ?lineage, "the topic was recreated; its new partition starts from the source's first record as --start.over allows");
+                }
+                None
+            }
         };
         let (low, end) = ends.source;
         let (target_low, target_end) = ends.target;
