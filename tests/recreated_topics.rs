@@ -166,6 +166,44 @@ fn a_recreated_source_topic_stops_the_run_until_started_over_and_translates_its_
     assert_exact_copy(&bed.source, &bed.target, &topic);
 }
 
+/// Recreated with more partitions, a topic has partitions no position
+/// names. They are the new topic's as much as the others: none of them may
+/// reach the old copy before the operator says `--start.over` (with the
+/// default 4 lanes, some of them find an old position in their own lane,
+/// the others in the lane of partition 0).
+#[test]
+fn a_source_topic_recreated_with_more_partitions_copies_none_of_them_until_started_over() {
+    let bed = bed();
+    let setup = MirrorSetup::new(&bed.source.bootstrap, &bed.target.bootstrap);
+    let topic = copied_topic(&setup, "recreated-wider");
+    let old_copy = target_values(&bed.target, &topic);
+
+    bed.source.delete_topic(&topic);
+    bed.source.create_topic_with(&topic, 8, &[]);
+    bed.source.produce(&topic, &records("new", 8, 50));
+    let (code, output) = setup.run_to_exit(&topic, &["--target.add.partitions"], EXIT_LIMIT);
+    assert_ne!(
+        code, 0,
+        "a recreated source topic must stop eosmirror:\n{output}"
+    );
+    for partition in 0..8 {
+        let stop = format!("{topic}-{partition}: the source topic was deleted and created again");
+        assert!(output.contains(&stop), "{stop:?} is missing:\n{output}");
+    }
+    let mut now = target_values(&bed.target, &topic);
+    now.retain(|_, values| !values.is_empty());
+    assert_eq!(
+        now, old_copy,
+        "nothing of the new topic may reach the old copy"
+    );
+
+    bed.target.delete_topic(&topic);
+    let mut mirror = setup.start(&topic, &["--start.over", &topic]);
+    wait_for_copy(&bed.source, &bed.target, &topic, COPY_LIMIT, &mut mirror);
+    assert_eq!(mirror.stop(EXIT_LIMIT), 0, "{}", mirror.output());
+    assert_exact_copy(&bed.source, &bed.target, &topic);
+}
+
 /// A lane that comes back with a cache of the topics before a start-over
 /// (another instance of the fleet started them over meanwhile, or a crash
 /// lost the cache's writes since) has a cache ahead of the target, in
@@ -259,6 +297,48 @@ fn a_source_topic_deleted_while_running_leaves_its_lane_and_the_others_go_on() {
     bed.source.produce(&kept, &records("new", 2, 50));
     wait_for_copy(&bed.source, &bed.target, &kept, COPY_LIMIT, &mut mirror);
     assert_eq!(mirror.stop(EXIT_LIMIT), 0, "{}", mirror.output());
+    assert_exact_copy(&bed.source, &bed.target, &kept);
+}
+
+/// As above, with the topic deleted while a batch of it is open (the
+/// throttle keeps each 3 s transaction reading): the batch is not
+/// committed, and the topic leaves its lane at the next refresh. Before,
+/// the check before the commit took the missing topic for a recreated one
+/// and stopped its partitions with that advice, failing the run.
+#[test]
+fn a_source_topic_deleted_in_the_middle_of_a_batch_leaves_its_lane() {
+    let bed = bed();
+    let setup = MirrorSetup::new(&bed.source.bootstrap, &bed.target.bootstrap);
+    let gone = bed.source.create_topic("deleted-mid-batch", 1);
+    let kept = bed.source.create_topic("deleted-mid-batch-kept", 1);
+    bed.source.produce(&gone, &records("old", 1, 300));
+    bed.source.produce(&kept, &records("old", 1, 10));
+    let mut mirror = setup.start_bare(
+        &format!("{gone},{kept}"),
+        &[
+            "--lanes",
+            "1",
+            "--refresh.interval.ms",
+            "1000",
+            "--throttle.records.per.sec",
+            "20",
+            "--commit.interval.ms",
+            "3000",
+        ],
+    );
+    mirror.wait_for_output(0, &["lane session started"], COPY_LIMIT);
+    std::thread::sleep(Duration::from_secs(4));
+    let since = mirror.output().len();
+    bed.source.delete_topic(&gone);
+    mirror.wait_for_output(since, &["partition leaves its lane"], COPY_LIMIT);
+    bed.source.produce(&kept, &records("new", 1, 10));
+    wait_for_copy(&bed.source, &bed.target, &kept, COPY_LIMIT, &mut mirror);
+    assert_eq!(mirror.stop(EXIT_LIMIT), 0, "{}", mirror.output());
+    assert!(
+        !mirror.output().contains("created again"),
+        "a deleted topic was taken for a recreated one:\n{}",
+        mirror.output()
+    );
     assert_exact_copy(&bed.source, &bed.target, &kept);
 }
 

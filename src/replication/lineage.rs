@@ -90,28 +90,40 @@ impl TopicIds {
 
     /// Whether `partition`'s topics still have the ids of `lineage` (the
     /// cluster id is the session's: one connection cannot change cluster).
-    pub fn unchanged(
-        &self,
-        partition: &SourcePartition,
-        lineage: &Lineage,
-    ) -> Result<(), WorkerError> {
+    pub fn unchanged(&self, partition: &SourcePartition, lineage: &Lineage) -> Result<(), Change> {
         let now =
             |ids: &HashMap<String, Option<TopicId>>| ids.get(&partition.topic).copied().flatten();
         for (side, recorded, current) in [
             ("source", lineage.source_topic_id, now(&self.source)),
             ("target", lineage.target_topic_id, now(&self.target)),
         ] {
-            if current != Some(recorded) {
-                return Err(WorkerError::TopicRecreated {
-                    source_partition: partition.clone(),
-                    side,
-                    recorded,
-                    current: current.map_or("none: it was deleted".into(), |id| id.to_string()),
-                });
+            match current {
+                Some(current) if current == recorded => {}
+                Some(current) => {
+                    return Err(Change::Recreated(WorkerError::TopicRecreated {
+                        source_partition: partition.clone(),
+                        side,
+                        recorded,
+                        current: current.to_string(),
+                    }))
+                }
+                None => return Err(Change::Deleted { side }),
             }
         }
         Ok(())
     }
+}
+
+/// How a partition's topics changed under a session.
+#[derive(Debug)]
+pub enum Change {
+    /// Another topic under the same name: the partition's positions do not
+    /// apply to it.
+    Recreated(WorkerError),
+    /// The `side` topic is gone (or not known to the broker asked): a later
+    /// session finds it recreated, or the topic refresh takes the
+    /// partition out of the lane.
+    Deleted { side: &'static str },
 }
 
 /// Compares a recorded position's lineage with the topics now. A different
@@ -202,7 +214,7 @@ mod tests {
     }
 
     #[test]
-    fn unchanged_names_a_deleted_or_recreated_topic() {
+    fn unchanged_tells_a_deleted_topic_from_a_recreated_one() {
         let p = SourcePartition::new("orders", 0);
         let recorded = lineage("c", 1, 2);
         let ids = |source: Option<u8>, target: Option<u8>| TopicIds {
@@ -210,16 +222,19 @@ mod tests {
             target: HashMap::from([("orders".to_string(), target.map(|b| TopicId([b; 16])))]),
         };
         assert!(ids(Some(1), Some(2)).unchanged(&p, &recorded).is_ok());
-        let deleted = ids(None, Some(2)).unchanged(&p, &recorded).unwrap_err();
-        assert!(
-            deleted.to_string().contains("none: it was deleted"),
-            "{deleted}"
-        );
+        assert!(matches!(
+            ids(None, Some(2)).unchanged(&p, &recorded),
+            Err(Change::Deleted { side: "source" })
+        ));
+        assert!(matches!(
+            ids(Some(1), None).unchanged(&p, &recorded),
+            Err(Change::Deleted { side: "target" })
+        ));
         let recreated = ids(Some(1), Some(9)).unchanged(&p, &recorded).unwrap_err();
         assert!(
             matches!(
                 recreated,
-                WorkerError::TopicRecreated { side: "target", .. }
+                Change::Recreated(WorkerError::TopicRecreated { side: "target", .. })
             ),
             "{recreated:?}"
         );

@@ -28,7 +28,7 @@ use crate::replication::errors::{classify, classify_code, Disposition};
 use crate::replication::failure::WorkerError;
 use crate::replication::layout::Lane;
 use crate::replication::limits::BatchLimits;
-use crate::replication::lineage::{PendingTopicIds, TopicIds};
+use crate::replication::lineage::{Change, PendingTopicIds, TopicIds};
 use crate::replication::progress::{runs_from_deliveries, ProgressRecord, MAX_RUNS};
 use crate::replication::transaction::TxnFailure;
 
@@ -386,7 +386,9 @@ impl LaneSession<'_> {
     /// are still the ones the session resumed. A topic recreated since (its
     /// consumer may have read the new topic at the old offsets) ends the
     /// session uncommitted: with a named stop, or a new session that starts
-    /// it over when `--start.over` names it.
+    /// it over when `--start.over` names it. A topic deleted since ends it
+    /// uncommitted too: the next session finds the topic recreated, or the
+    /// refresh has taken its partitions out of the lane.
     fn check_lineage(&self, pending: PendingTopicIds) -> Result<(), TxnFailure> {
         let ids = pending.wait().map_err(|detail| TxnFailure {
             disposition: Disposition::Retriable,
@@ -395,15 +397,23 @@ impl LaneSession<'_> {
         })?;
         for &cursor in &self.touched_order {
             let c = &self.cursors[cursor];
-            if let Err(error) = ids.unchanged(&c.partition, &c.lineage) {
-                if self.worker.starts_over(&c.partition.topic) {
-                    return Err(TxnFailure {
-                        disposition: Disposition::RestartSession,
-                        detail: error.to_string(),
-                        slot: None,
-                    });
+            let restart = |detail| TxnFailure {
+                disposition: Disposition::RestartSession,
+                detail,
+                slot: None,
+            };
+            match ids.unchanged(&c.partition, &c.lineage) {
+                Ok(()) => {}
+                Err(Change::Deleted { side }) => {
+                    return Err(restart(format!(
+                        "the {side} topic of {} was deleted while the batch was read; nothing of the batch is committed",
+                        c.partition
+                    )))
                 }
-                return Err(self.partition_failure(error));
+                Err(Change::Recreated(error)) if self.worker.starts_over(&c.partition.topic) => {
+                    return Err(restart(error.to_string()))
+                }
+                Err(Change::Recreated(error)) => return Err(self.partition_failure(error)),
             }
         }
         Ok(())
