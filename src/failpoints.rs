@@ -123,6 +123,11 @@ pub const GROUPS_LISTING_EMPTY: &str = "groups::listing-empty";
 /// a cloud cluster's creation policy does, while it creates the others.
 pub const TOPICS_REFUSE_CREATE: &str = "topics::refuse-create";
 
+/// A fault, armed with an argument (`return(<text>)`): the source refuses
+/// to describe the settings of the topics whose names contain the text
+/// (TopicAuthorizationFailed), as it does without a DescribeConfigs ACL.
+pub const TOPICS_REFUSE_DESCRIBE: &str = "topics::refuse-describe";
+
 /// A fault: `run` does not compare its topic selection with the fleet's
 /// other members before it joins the group, as when two instances start
 /// at once and neither sees the other yet; the check at every refresh

@@ -692,7 +692,7 @@ fn plan_topics(
             ),
         }
     }
-    let types = runtime.block_on(target::timestamp_types(&target_admin, &decision));
+    let types = runtime.block_on(target::describe_target_topics(&target_admin, &decision));
     if !types.unchecked.is_empty() {
         findings.add(
             Kind::Warning,

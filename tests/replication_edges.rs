@@ -915,3 +915,32 @@ fn topic_settings_are_carried_to_the_created_target_topic() {
         "the target topic's own settings must be exactly the carried source settings, and CreateTime"
     );
 }
+
+/// A source topic with a `max.message.bytes` far below 1 MB: its copy is
+/// created with the same limit, which bounds each record batch the target
+/// takes, not only each record. Small records sent fast fill batches of up
+/// to librdkafka's `batch.size` (1 MB), which such a topic refuses whole.
+#[test]
+fn a_topic_with_a_small_batch_limit_is_copied_whole() {
+    let bed = bed();
+    let topic = unique_name("edges-small-batches");
+    let limit = "20000";
+    bed.source
+        .create_topic_with(&topic, 1, &[("max.message.bytes", limit)]);
+    let records: Vec<TestRecord> = (0..400)
+        .map(|i| TestRecord {
+            partition: 0,
+            key: Some(format!("k{i}").into_bytes()),
+            value: Some(incompressible(1000 + i)),
+            headers: vec![],
+            timestamp: None,
+        })
+        .collect();
+    bed.source
+        .produce_with(&topic, &records, &[("batch.size", "16384")]);
+    let setup = MirrorSetup::new(&bed.source.bootstrap, &bed.target.bootstrap);
+    let mut mirror = setup.start(&topic, &[]);
+    wait_for_copy(&bed.source, &bed.target, &topic, COPY_LIMIT, &mut mirror);
+    assert_eq!(mirror.stop(EXIT_LIMIT), 0, "{}", mirror.output());
+    assert_exact_copy(&bed.source, &bed.target, &topic);
+}

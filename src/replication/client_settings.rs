@@ -68,6 +68,26 @@ pub fn for_lanes(
     }
 }
 
+/// librdkafka's default `batch.size`.
+const LIBRDKAFKA_BATCH_BYTES: usize = 1_000_000;
+
+/// Keeps the producer's record batches within `max_message_bytes`, the
+/// smallest limit of the target topics it writes. A topic refuses a larger
+/// batch whole, and librdkafka, unlike Java's producer, does not split it:
+/// the copies would be refused although each record fits. `batch.size`
+/// counts a batch before compression, whose framing can grow incompressible
+/// data a little, hence the 1/32 margin.
+pub fn fit_batches(target: &mut ClientConfig, max_message_bytes: usize) {
+    let fitting = (max_message_bytes - max_message_bytes / 32).max(1);
+    let current = target
+        .get("batch.size")
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(LIBRDKAFKA_BATCH_BYTES);
+    if fitting < current {
+        target.set("batch.size", fitting.to_string());
+    }
+}
+
 /// What [`LaneCheck::refuse_unusable`] builds a lane's clients with,
 /// besides their settings.
 pub struct LaneCheck {
@@ -165,6 +185,24 @@ fn fit_delivery_timeout(target: &mut ClientConfig, transaction_timeout_ms: u64, 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn batches_shrink_below_a_small_topic_limit_only() {
+        let fitted = |file: Option<&str>, limit| {
+            let mut target = ClientConfig::new();
+            if let Some(size) = file {
+                target.set("batch.size", size);
+            }
+            fit_batches(&mut target, limit);
+            target.get("batch.size").map(str::to_string)
+        };
+        assert_eq!(fitted(None, 20_000), Some("19375".into()));
+        // Broker default (1 MB and 12 bytes): librdkafka's default fits.
+        assert_eq!(fitted(None, 1_048_588), None);
+        // A file's smaller batch.size stays.
+        assert_eq!(fitted(Some("16384"), 20_000), Some("16384".into()));
+        assert_eq!(fitted(Some("65536"), 20_000), Some("19375".into()));
+    }
 
     #[test]
     fn a_consumer_fetch_above_the_lane_share_is_named_with_its_cost() {

@@ -64,13 +64,13 @@ pub enum WorkerError {
         source_partition: SourcePartition,
         source_offset: i64,
     },
-    #[error("{source_partition}: the {side} topic was deleted and created again (topic id {recorded} when its position was recorded on the target, {current} now). Its offsets start over, so eosmirror stopped rather than mix the two topics' records or skip the new one's. Choose: leave it out (--exclude), or copy the new topic from its first record into an empty target topic: delete the target topic if it holds the old copy, then restart with --start.over '{topic}' (its old positions and offset history are then superseded)", topic = source_partition.topic)]
+    #[error("{source_partition}: the {side} topic was deleted and created again (topic id {recorded} in the positions the target records for the topic, {current} now). Its offsets start over, so eosmirror stopped rather than mix the two topics' records or skip the new one's. Choose: leave it out (--exclude), or copy the new topic from its first record into an empty target topic: delete the target topic if it holds the old copy, then restart with --start.over '{topic}' (its old positions and offset history are then superseded)", topic = source_partition.topic)]
     TopicRecreated {
         source_partition: SourcePartition,
         /// "source" or "target".
         side: &'static str,
         recorded: TopicId,
-        /// The topic's id now, or why there is none.
+        /// The topic's id now.
         current: String,
     },
     #[error("{source_partition}: the source cluster has id {current:?}, but the positions on the target were recorded for the source cluster {recorded:?}: --consumer.config points at another cluster than the one this --source.alias copied. Point it back at that cluster, or copy the new one under a new --source.alias")]

@@ -19,7 +19,7 @@ use tokio::sync::mpsc;
 
 use super::copy_progress::{self, Report};
 use super::failure::WorkerError;
-use super::lane::{LanePartitions, LaneWorker, WorkerSettings};
+use super::lane::{LanePartitions, LaneWork, LaneWorker, WorkerSettings};
 use super::layout::{Lane, Layout};
 use super::limits::BufferBudget;
 use super::membership::{FleetSettings, LaneOwnership, Membership, MembershipError, Tenure};
@@ -119,6 +119,8 @@ pub async fn run(
     let mut running: HashMap<Lane, Arc<LanePartitions>> = HashMap::new();
     // The latest refresh's partitions to copy, by lane.
     let mut by_lane: BTreeMap<Lane, Vec<SourcePartition>> = BTreeMap::new();
+    // The latest refresh's target topic batch limits (`max.message.bytes`).
+    let mut batch_limits: BTreeMap<String, usize> = BTreeMap::new();
     let mut known: HashSet<SourcePartition> = HashSet::new();
     // Partitions the latest refresh did not find, kept for one refresh.
     let mut missed_once: HashSet<SourcePartition> = HashSet::new();
@@ -190,7 +192,9 @@ pub async fn run(
                     warnings,
                     left_out,
                     refused,
+                    max_message_bytes,
                 }) => {
+                    batch_limits = max_message_bytes;
                     // Not fatal, not even at start: a restart of a fleet
                     // copying the other topics must go on copying them.
                     for topic in &refused {
@@ -288,12 +292,13 @@ pub async fn run(
             // at its next batch boundary.
             for (lane, shared) in &running {
                 if !by_lane.contains_key(lane) {
-                    shared.replace(Vec::new());
+                    shared.replace(LaneWork::default());
                 }
             }
             for (lane, partitions) in &by_lane {
+                let work = LaneWork::new(partitions.clone(), &batch_limits);
                 if let Some(shared) = running.get(lane) {
-                    shared.replace(partitions.clone());
+                    shared.replace(work);
                     continue;
                 }
                 // Its partitions stopped since the refresh: a lane started
@@ -307,7 +312,7 @@ pub async fn run(
                     continue;
                 }
                 let shared = Arc::new(LanePartitions::default());
-                shared.replace(partitions.clone());
+                shared.replace(work);
                 let worker = LaneWorker::new(
                     *lane,
                     Arc::clone(&shared),
@@ -555,6 +560,8 @@ struct Refreshed {
     /// Topics the target refused to create or grow: their partitions
     /// without a copy are left out of `partitions`.
     refused: Vec<RefusedTopic>,
+    /// The target topics' `max.message.bytes`, where known.
+    max_message_bytes: BTreeMap<String, usize>,
 }
 
 /// Lists source partitions to replicate and makes the target ready for
@@ -625,6 +632,7 @@ async fn refresh(
         warnings: prepared.warnings,
         left_out,
         refused,
+        max_message_bytes: prepared.max_message_bytes,
     })
 }
 

@@ -390,11 +390,16 @@ pub struct Prepared {
     /// partitions from `copyable` on have no copy to go to, while the
     /// other topics are copied on.
     pub refused: Vec<RefusedTopic>,
+    /// The `max.message.bytes` of the data topics described or created
+    /// with it: lanes keep their record batches within it.
+    pub max_message_bytes: BTreeMap<String, usize>,
 }
 
-/// A source topic the target refused to create or to add partitions to
-/// (a creation policy, a quota, an ACL, a setting copied from the source
-/// it does not take).
+/// A source topic left out because its copy cannot be made ready: the
+/// target refused to create it or to add partitions to it (a creation
+/// policy, a quota, an ACL, a setting copied from the source it does not
+/// take), or its settings, which the created copy carries, could not be
+/// read on the source.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct RefusedTopic {
     pub topic: String,
@@ -402,15 +407,29 @@ pub struct RefusedTopic {
     pub copyable: i32,
     /// The source's partition count: what the target topic needs.
     pub partitions: i32,
-    /// What the target answered, and to what.
+    /// What was refused.
+    pub step: RefusedStep,
+    /// What the cluster answered, and to what.
     pub reason: String,
+}
+
+/// The step of making a topic's copy ready that failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum RefusedStep {
+    /// Reading the source topic's settings (DescribeConfigs).
+    ReadSettings,
+    /// Creating the target topic.
+    Create,
+    /// Adding partitions to the target topic.
+    AddPartitions,
 }
 
 impl fmt::Display for RefusedTopic {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self.copyable {
-            0 => write!(f, "the target refused to create topic {} ({}): its records are not copied. Create it on the target yourself with {} partitions, message.timestamp.type=CreateTime and the source topic's settings eosmirror would copy ({}) (eosmirror then copies into it), or fix what the target refuses", self.topic, self.reason, self.partitions, COPIED_SETTINGS.join(", ")),
-            n => write!(f, "the target refused to add partitions to topic {} ({}): its partitions from {n} on are not copied. Add them on the target yourself (kafka-topics.sh --alter --topic {} --partitions {}), or fix what the target refuses", self.topic, self.reason, self.topic, self.partitions),
+        match self.step {
+            RefusedStep::ReadSettings => write!(f, "the settings of source topic {} could not be read ({}), and the target topic eosmirror would create carries them: its records are not copied. Allow DescribeConfigs on it to the source user (e.g. `kafka-acls.sh --add --allow-principal User:<source user> --operation DescribeConfigs --topic {}`), or create it on the target yourself with {} partitions, message.timestamp.type=CreateTime and the source topic's settings eosmirror would copy ({})", self.topic, self.reason, self.topic, self.partitions, COPIED_SETTINGS.join(", ")),
+            RefusedStep::Create => write!(f, "the target refused to create topic {} ({}): its records are not copied. Create it on the target yourself with {} partitions, message.timestamp.type=CreateTime and the source topic's settings eosmirror would copy ({}) (eosmirror then copies into it), or fix what the target refuses", self.topic, self.reason, self.partitions, COPIED_SETTINGS.join(", ")),
+            RefusedStep::AddPartitions => write!(f, "the target refused to add partitions to topic {} ({}): its partitions from {} on are not copied. Add them on the target yourself (kafka-topics.sh --alter --topic {} --partitions {}), or fix what the target refuses", self.topic, self.reason, self.copyable, self.topic, self.partitions),
         }
     }
 }
@@ -449,7 +468,7 @@ pub async fn prepare_target(
         return Err(TopicError::InternalTopics(refusals));
     }
 
-    let types = timestamp_types(target_admin, &decision).await;
+    let types = describe_target_topics(target_admin, &decision).await;
     if !types.unchecked.is_empty() {
         static WARNED: AtomicBool = AtomicBool::new(false);
         if !WARNED.swap(true, Ordering::Relaxed) {
@@ -463,9 +482,34 @@ pub async fn prepare_target(
         });
     }
 
+    let mut max_message_bytes = types.max_message_bytes;
+    let mut refused = Vec::new();
     let mut new_topics = Vec::new();
     for topic in &decision.missing {
-        let mut settings = source_topic_settings(source_admin, &topic.name).await?;
+        // One topic whose settings cannot be read leaves the others to be
+        // copied, as one the target refuses does.
+        let mut settings = match source_topic_settings(source_admin, &topic.name).await {
+            Ok(settings) => settings,
+            Err(e) => {
+                refused.push(RefusedTopic {
+                    topic: topic.name.clone(),
+                    copyable: 0,
+                    partitions: topic.partitions,
+                    step: RefusedStep::ReadSettings,
+                    reason: e.to_string(),
+                });
+                continue;
+            }
+        };
+        // A topic created without the setting takes the broker's default,
+        // seen when the next refresh describes it.
+        if let Some(limit) = settings
+            .iter()
+            .find(|(k, _)| k == "max.message.bytes")
+            .and_then(|(_, v)| v.parse().ok())
+        {
+            max_message_bytes.insert(topic.name.clone(), limit);
+        }
         // Whatever the target broker's default: copies keep their
         // source timestamps.
         settings.push(("message.timestamp.type".into(), "CreateTime".into()));
@@ -509,7 +553,6 @@ pub async fn prepare_target(
             }
         }
     }
-    let mut refused = Vec::new();
     if !creations.is_empty() {
         // A fault: the target refuses topics named like the argument.
         let refuse = fault_argument(failpoints::TOPICS_REFUSE_CREATE);
@@ -551,6 +594,7 @@ pub async fn prepare_target(
                         topic: name,
                         copyable: 0,
                         partitions: topic.partitions,
+                        step: RefusedStep::Create,
                         reason: code.to_string(),
                     })
                 }
@@ -596,6 +640,7 @@ pub async fn prepare_target(
                         topic: name,
                         copyable,
                         partitions,
+                        step: RefusedStep::AddPartitions,
                         reason: code.to_string(),
                     })
                 }
@@ -607,6 +652,7 @@ pub async fn prepare_target(
         new_partitions,
         created_meanwhile,
         refused,
+        max_message_bytes,
     })
 }
 
@@ -636,6 +682,16 @@ pub(crate) async fn source_topic_settings(
     source_admin: &AdminClient<DefaultClientContext>,
     topic: &str,
 ) -> Result<Vec<(String, String)>, TopicError> {
+    // A fault: the source refuses to describe topics named like the
+    // argument, as it does without a DescribeConfigs ACL.
+    if fault_argument(failpoints::TOPICS_REFUSE_DESCRIBE).is_some_and(|t| topic.contains(&t)) {
+        return Err(TopicError::Admin {
+            operation: "describe configs",
+            topic: topic.to_string(),
+            cluster: "source",
+            reason: RDKafkaErrorCode::TopicAuthorizationFailed.to_string(),
+        });
+    }
     let answers = describe_topics(source_admin, &[topic])
         .await
         .map_err(|e| TopicError::Admin {
@@ -665,8 +721,8 @@ pub(crate) async fn source_topic_settings(
     Ok(settings)
 }
 
-/// What a look at target topics' `message.timestamp.type` found.
-pub(crate) struct TimestampTypes {
+/// What a look at the target topics' settings found.
+pub(crate) struct TargetTopicSettings {
     /// Topics whose broker stamps records with their append time,
     /// replacing the timestamps copies carry.
     pub appending: Vec<String>,
@@ -674,9 +730,12 @@ pub(crate) struct TimestampTypes {
     /// DescribeConfigs on data topics, which copying does not, so the
     /// caller says so and passes them.
     pub unchecked: Vec<String>,
+    /// Each described topic's `max.message.bytes`: the largest record
+    /// batch it takes.
+    pub max_message_bytes: BTreeMap<String, usize>,
 }
 
-impl TimestampTypes {
+impl TargetTopicSettings {
     /// The unchecked topics for one log line: the count and the first few.
     pub fn unchecked_summary(&self) -> String {
         let first: Vec<&str> = self.unchecked.iter().take(3).map(String::as_str).collect();
@@ -688,14 +747,14 @@ impl TimestampTypes {
     }
 }
 
-/// The timestamp types of the target topics `decision` found present or
-/// extends (`--target.add.partitions`), in one DescribeConfigs request
-/// (`run` refuses a LogAppendTime topic before copying into it, and `plan`
-/// says so beforehand).
-pub(crate) async fn timestamp_types(
+/// The settings of the target topics `decision` found present or extends
+/// (`--target.add.partitions`), in one DescribeConfigs request: their
+/// timestamp types (`run` refuses a LogAppendTime topic before copying into
+/// it, and `plan` says so beforehand) and batch limits.
+pub(crate) async fn describe_target_topics(
     target_admin: &AdminClient<DefaultClientContext>,
     decision: &TopicDecision,
-) -> TimestampTypes {
+) -> TargetTopicSettings {
     let extended = decision
         .too_few
         .iter()
@@ -707,9 +766,10 @@ pub(crate) async fn timestamp_types(
         .map(|(t, _)| t.name.as_str())
         .chain(extended)
         .collect();
-    let mut types = TimestampTypes {
+    let mut types = TargetTopicSettings {
         appending: Vec::new(),
         unchecked: Vec::new(),
+        max_message_bytes: BTreeMap::new(),
     };
     let answers = match describe_topics(target_admin, &topics).await {
         Ok(answers) => answers,
@@ -723,6 +783,11 @@ pub(crate) async fn timestamp_types(
             Ok(resource) => {
                 if setting(&resource, "message.timestamp.type") == Some("LogAppendTime") {
                     types.appending.push(topic.to_string());
+                }
+                if let Some(limit) =
+                    setting(&resource, "max.message.bytes").and_then(|v| v.parse().ok())
+                {
+                    types.max_message_bytes.insert(topic.to_string(), limit);
                 }
             }
             Err(code) => types.unchecked.push(format!("{topic}: {code}")),

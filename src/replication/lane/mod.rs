@@ -47,6 +47,7 @@
 //! runtime (metrics endpoint, signals, supervisor) never stalls.
 
 use std::cell::Cell;
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -148,30 +149,54 @@ const LEFT_OPEN_ABORT_WAIT: Duration = Duration::from_secs(10);
 const SESSION_BACKOFF_MIN: Duration = Duration::from_millis(100);
 const SESSION_BACKOFF_MAX: Duration = Duration::from_secs(10);
 
-/// The source partitions of one lane, shared between the supervisor (which
-/// discovers partitions) and the lane (which copies them). A change takes
-/// effect at the lane's next batch boundary, with a new session.
+/// What one lane copies, as the latest topic refresh found it.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct LaneWork {
+    /// The lane's source partitions, sorted.
+    pub partitions: Vec<SourcePartition>,
+    /// The smallest `max.message.bytes` of their target topics, where
+    /// known: the lane's producer keeps its record batches within it.
+    pub max_message_bytes: Option<usize>,
+}
+
+impl LaneWork {
+    /// `partitions`, with the smallest of their topics' `limits`.
+    pub fn new(mut partitions: Vec<SourcePartition>, limits: &BTreeMap<String, usize>) -> Self {
+        partitions.sort();
+        let max_message_bytes = partitions
+            .iter()
+            .filter_map(|p| limits.get(&p.topic).copied())
+            .min();
+        LaneWork {
+            partitions,
+            max_message_bytes,
+        }
+    }
+}
+
+/// A lane's work, shared between the supervisor (which discovers
+/// partitions) and the lane (which copies them). A change takes effect at
+/// the lane's next batch boundary, with a new session.
 #[derive(Debug, Default)]
 pub struct LanePartitions {
-    partitions: Mutex<Vec<SourcePartition>>,
+    current: Mutex<LaneWork>,
     version: AtomicU64,
 }
 
 impl LanePartitions {
-    /// Sets the lane's partitions; returns whether they changed.
-    pub fn replace(&self, mut partitions: Vec<SourcePartition>) -> bool {
-        partitions.sort();
-        let mut current = self.partitions.lock().expect("lane partitions poisoned");
-        if *current == partitions {
+    /// Sets the lane's work; returns whether it changed.
+    pub fn replace(&self, work: LaneWork) -> bool {
+        let mut current = self.current.lock().expect("lane partitions poisoned");
+        if *current == work {
             return false;
         }
-        *current = partitions;
+        *current = work;
         self.version.fetch_add(1, Ordering::Release);
         true
     }
 
-    fn snapshot(&self) -> (u64, Vec<SourcePartition>) {
-        let current = self.partitions.lock().expect("lane partitions poisoned");
+    fn snapshot(&self) -> (u64, LaneWork) {
+        let current = self.current.lock().expect("lane partitions poisoned");
         (self.version.load(Ordering::Acquire), current.clone())
     }
 
@@ -315,7 +340,7 @@ impl LaneWorker {
         let mut backoff = Backoff::new(SESSION_BACKOFF_MIN, SESSION_BACKOFF_MAX);
         loop {
             self.health.progress(self.lane);
-            if self.tenure.stop.load(Ordering::Relaxed) || self.to_copy().1.is_empty() {
+            if self.tenure.stop.load(Ordering::Relaxed) || self.to_copy().1.partitions.is_empty() {
                 return Ok(());
             }
             // Invariant 4: no session of ours initialises (and so fences) a
@@ -483,5 +508,28 @@ impl LaneWorker {
 
     fn transactional_id(&self) -> String {
         format!("{}.{}", self.settings.transactional_id_base, self.lane)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_lane_takes_the_smallest_limit_of_its_topics() {
+        let limits = BTreeMap::from([
+            ("small".to_string(), 20_000),
+            ("big".to_string(), 2_000_000),
+        ]);
+        let work = |topics: &[&str]| {
+            LaneWork::new(
+                topics.iter().map(|t| SourcePartition::new(*t, 0)).collect(),
+                &limits,
+            )
+            .max_message_bytes
+        };
+        assert_eq!(work(&["big", "small", "unknown"]), Some(20_000));
+        assert_eq!(work(&["big"]), Some(2_000_000));
+        assert_eq!(work(&["unknown"]), None);
     }
 }

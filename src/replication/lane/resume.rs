@@ -12,11 +12,13 @@ use super::cache_check::{check_cache, CacheCheck};
 use super::session::{Committed, Cursor, LaneSession};
 use super::siblings::RecordedTopics;
 use super::{
-    call_timeout, GapPolicy, LaneWorker, SessionEnd, LEFT_OPEN_ABORT_WAIT, METADATA_TIMEOUT,
+    call_timeout, GapPolicy, LaneWork, LaneWorker, SessionEnd, LEFT_OPEN_ABORT_WAIT,
+    METADATA_TIMEOUT,
 };
 use crate::failpoints::{self, crash_point};
 use crate::malloc;
 use crate::metrics as m;
+use crate::replication::client_settings::fit_batches;
 use crate::replication::client_stats::{ClientStats, SourceConsumer, StatsContext};
 use crate::replication::errors::{classify, Disposition};
 use crate::replication::failure::WorkerError;
@@ -34,8 +36,12 @@ impl LaneWorker {
     pub(super) fn session(&self) -> Result<SessionEnd, WorkerError> {
         let settings = &*self.settings;
         let timeout = call_timeout(settings);
-        let (version, partitions) = self.to_copy();
+        let (version, work) = self.to_copy();
+        let partitions = work.partitions;
         let mut target = settings.target.clone();
+        if let Some(limit) = work.max_message_bytes {
+            fit_batches(&mut target, limit);
+        }
         let stats = ClientStats::enable(
             &mut target,
             self.kafka_client("target"),
@@ -187,11 +193,11 @@ impl LaneWorker {
         }
     }
 
-    /// The lane's partitions without the stopped ones, and their version.
-    pub(super) fn to_copy(&self) -> (u64, Vec<SourcePartition>) {
-        let (version, mut partitions) = self.partitions.snapshot();
-        partitions.retain(|p| !self.health.stopped.contains(p));
-        (version, partitions)
+    /// The lane's work without the stopped partitions, and its version.
+    pub(super) fn to_copy(&self) -> (u64, LaneWork) {
+        let (version, mut work) = self.partitions.snapshot();
+        work.partitions.retain(|p| !self.health.stopped.contains(p));
+        (version, work)
     }
 
     /// Whether the operator let `topic` start over when recreated.
@@ -296,9 +302,12 @@ impl LaneWorker {
             None => {
                 let objection = match recorded_topics.objection(self, &partition.topic, &lineage) {
                     Ok(objection) => objection,
-                    Err(e) if e.is_permanent() => return Err(self.fatal(e.to_string())),
                     Err(e) => {
-                        return Ok(Err(SessionEnd::restart("sibling_positions", e.to_string())))
+                        let detail = format!("reading the positions of the lane of {}-0 for {partition}, which has no position of its own: {e}", partition.topic);
+                        return match e.is_permanent() {
+                            true => Err(self.fatal(detail)),
+                            false => Ok(Err(SessionEnd::restart("sibling_positions", detail))),
+                        };
                     }
                 };
                 if let Some(recorded) = objection {
