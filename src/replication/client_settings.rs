@@ -71,21 +71,21 @@ pub fn for_lanes(
 /// librdkafka's default `batch.size`.
 const LIBRDKAFKA_BATCH_BYTES: usize = 1_000_000;
 
-/// Keeps the producer's record batches within `max_message_bytes`, the
-/// smallest limit of the target topics it writes. A topic refuses a larger
-/// batch whole, and librdkafka, unlike Java's producer, does not split it:
-/// the copies would be refused although each record fits. `batch.size`
-/// counts a batch before compression, whose framing can grow incompressible
-/// data a little, hence the 1/32 margin.
-pub fn fit_batches(target: &mut ClientConfig, max_message_bytes: usize) {
-    let fitting = (max_message_bytes - max_message_bytes / 32).max(1);
-    let current = target
+/// The `batch.size` a producer with `target`'s settings fills batches to.
+pub fn batch_bytes(target: &ClientConfig) -> usize {
+    target
         .get("batch.size")
         .and_then(|v| v.parse().ok())
-        .unwrap_or(LIBRDKAFKA_BATCH_BYTES);
-    if fitting < current {
-        target.set("batch.size", fitting.to_string());
-    }
+        .unwrap_or(LIBRDKAFKA_BATCH_BYTES)
+}
+
+/// The largest `batch.size` whose batches a topic of `max_message_bytes`
+/// takes. A topic refuses a larger batch whole, and librdkafka, unlike
+/// Java's producer, does not split it: the copies would be refused although
+/// each record fits. `batch.size` counts a batch before compression, whose
+/// framing can grow incompressible data a little, hence the 1/32 margin.
+pub fn batch_bytes_within(max_message_bytes: usize) -> usize {
+    (max_message_bytes - max_message_bytes / 32).max(1)
 }
 
 /// What [`LaneCheck::refuse_unusable`] builds a lane's clients with,
@@ -187,21 +187,13 @@ mod tests {
     use super::*;
 
     #[test]
-    fn batches_shrink_below_a_small_topic_limit_only() {
-        let fitted = |file: Option<&str>, limit| {
-            let mut target = ClientConfig::new();
-            if let Some(size) = file {
-                target.set("batch.size", size);
-            }
-            fit_batches(&mut target, limit);
-            target.get("batch.size").map(str::to_string)
-        };
-        assert_eq!(fitted(None, 20_000), Some("19375".into()));
-        // Broker default (1 MB and 12 bytes): librdkafka's default fits.
-        assert_eq!(fitted(None, 1_048_588), None);
-        // A file's smaller batch.size stays.
-        assert_eq!(fitted(Some("16384"), 20_000), Some("16384".into()));
-        assert_eq!(fitted(Some("65536"), 20_000), Some("19375".into()));
+    fn batches_fit_a_topic_limit_with_room_for_compression_framing() {
+        assert_eq!(batch_bytes_within(20_000), 19_375);
+        // The broker default (1 MB and 12 bytes) takes librdkafka's default.
+        assert!(batch_bytes_within(1_048_588) > batch_bytes(&ClientConfig::new()));
+        let mut file = ClientConfig::new();
+        file.set("batch.size", "16384");
+        assert_eq!(batch_bytes(&file), 16_384);
     }
 
     #[test]

@@ -17,6 +17,7 @@ use eosmirror_state::{SourcePartition, StateStore};
 use rdkafka::config::ClientConfig;
 use tokio::sync::mpsc;
 
+use super::client_settings;
 use super::copy_progress::{self, Report};
 use super::failure::WorkerError;
 use super::lane::{LanePartitions, LaneWork, LaneWorker, WorkerSettings};
@@ -119,8 +120,11 @@ pub async fn run(
     let mut running: HashMap<Lane, Arc<LanePartitions>> = HashMap::new();
     // The latest refresh's partitions to copy, by lane.
     let mut by_lane: BTreeMap<Lane, Vec<SourcePartition>> = BTreeMap::new();
-    // The latest refresh's target topic batch limits (`max.message.bytes`).
+    // The target topics' batch limits (`max.message.bytes`) as last read:
+    // a refresh that could not read them keeps them (a lane's batch size
+    // changing back and forth would restart its sessions).
     let mut batch_limits: BTreeMap<String, usize> = BTreeMap::new();
+    let configured_batch_bytes = client_settings::batch_bytes(&workers.target);
     let mut known: HashSet<SourcePartition> = HashSet::new();
     // Partitions the latest refresh did not find, kept for one refresh.
     let mut missed_once: HashSet<SourcePartition> = HashSet::new();
@@ -194,7 +198,10 @@ pub async fn run(
                     refused,
                     max_message_bytes,
                 }) => {
-                    batch_limits = max_message_bytes;
+                    batch_limits.extend(max_message_bytes);
+                    let selected: HashSet<&str> =
+                        partitions.iter().map(|p| p.topic.as_str()).collect();
+                    batch_limits.retain(|topic, _| selected.contains(topic.as_str()));
                     // Not fatal, not even at start: a restart of a fleet
                     // copying the other topics must go on copying them.
                     for topic in &refused {
@@ -296,7 +303,7 @@ pub async fn run(
                 }
             }
             for (lane, partitions) in &by_lane {
-                let work = LaneWork::new(partitions.clone(), &batch_limits);
+                let work = LaneWork::new(partitions.clone(), &batch_limits, configured_batch_bytes);
                 if let Some(shared) = running.get(lane) {
                     shared.replace(work);
                     continue;

@@ -55,6 +55,7 @@ use std::time::{Duration, Instant};
 use eosmirror_state::{SourcePartition, StateStore};
 use rdkafka::config::ClientConfig;
 
+use super::client_settings::batch_bytes_within;
 use super::failure::WorkerError;
 use super::layout::{Lane, Layout};
 use super::limits::{BatchLimits, BufferBudget};
@@ -154,22 +155,30 @@ const SESSION_BACKOFF_MAX: Duration = Duration::from_secs(10);
 pub struct LaneWork {
     /// The lane's source partitions, sorted.
     pub partitions: Vec<SourcePartition>,
-    /// The smallest `max.message.bytes` of their target topics, where
-    /// known: the lane's producer keeps its record batches within it.
-    pub max_message_bytes: Option<usize>,
+    /// A `batch.size` below the producer's own, for target topics whose
+    /// `max.message.bytes` would refuse its batches (see
+    /// [`batch_bytes_within`]).
+    pub batch_bytes: Option<usize>,
 }
 
 impl LaneWork {
-    /// `partitions`, with the smallest of their topics' `limits`.
-    pub fn new(mut partitions: Vec<SourcePartition>, limits: &BTreeMap<String, usize>) -> Self {
+    /// `partitions`, with a batch size that fits the smallest of their
+    /// target topics' `limits` when `configured` would not.
+    pub fn new(
+        mut partitions: Vec<SourcePartition>,
+        limits: &BTreeMap<String, usize>,
+        configured: usize,
+    ) -> Self {
         partitions.sort();
-        let max_message_bytes = partitions
+        let batch_bytes = partitions
             .iter()
             .filter_map(|p| limits.get(&p.topic).copied())
-            .min();
+            .min()
+            .map(batch_bytes_within)
+            .filter(|&fitting| fitting < configured);
         LaneWork {
             partitions,
-            max_message_bytes,
+            batch_bytes,
         }
     }
 }
@@ -516,20 +525,18 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_lane_takes_the_smallest_limit_of_its_topics() {
+    fn a_lane_fits_the_smallest_limit_of_its_topics_when_it_must() {
         let limits = BTreeMap::from([
             ("small".to_string(), 20_000),
             ("big".to_string(), 2_000_000),
         ]);
-        let work = |topics: &[&str]| {
-            LaneWork::new(
-                topics.iter().map(|t| SourcePartition::new(*t, 0)).collect(),
-                &limits,
-            )
-            .max_message_bytes
+        let batch = |topics: &[&str], configured| {
+            let partitions = topics.iter().map(|t| SourcePartition::new(*t, 0)).collect();
+            LaneWork::new(partitions, &limits, configured).batch_bytes
         };
-        assert_eq!(work(&["big", "small", "unknown"]), Some(20_000));
-        assert_eq!(work(&["big"]), Some(2_000_000));
-        assert_eq!(work(&["unknown"]), None);
+        assert_eq!(batch(&["big", "small", "unknown"], 1_000_000), Some(19_375));
+        assert_eq!(batch(&["small"], 16_384), None);
+        assert_eq!(batch(&["big"], 1_000_000), None);
+        assert_eq!(batch(&["unknown"], 1_000_000), None);
     }
 }

@@ -18,7 +18,6 @@ use super::{
 use crate::failpoints::{self, crash_point};
 use crate::malloc;
 use crate::metrics as m;
-use crate::replication::client_settings::fit_batches;
 use crate::replication::client_stats::{ClientStats, SourceConsumer, StatsContext};
 use crate::replication::errors::{classify, Disposition};
 use crate::replication::failure::WorkerError;
@@ -39,8 +38,8 @@ impl LaneWorker {
         let (version, work) = self.to_copy();
         let partitions = work.partitions;
         let mut target = settings.target.clone();
-        if let Some(limit) = work.max_message_bytes {
-            fit_batches(&mut target, limit);
+        if let Some(bytes) = work.batch_bytes {
+            target.set("batch.size", bytes.to_string());
         }
         let stats = ClientStats::enable(
             &mut target,
