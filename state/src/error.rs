@@ -36,7 +36,7 @@ pub enum StateError {
     /// path). Moving it aside would take the user's files away, and sled
     /// would write into it: refused, untouched.
     #[error(
-        "--state.dir {dir} is {found}, not an eosmirror state dir. Point          --state.dir at an empty or new directory; nothing in {dir} was changed"
+        "--state.dir {dir} is {found}, not an eosmirror state dir. Point --state.dir at an empty or new directory; nothing in {dir} was changed"
     )]
     NotAStateDir {
         /// The path that was refused.

@@ -148,13 +148,6 @@ impl StateStore {
             reason: reason.clone(),
             source,
         })?;
-        tracing::warn!(
-            dir = %dir.display(),
-            moved_to = %moved_to.display(),
-            %reason,
-            "state dir unusable; moved it aside and rebuilding (it is only a cache: \
-             positions will be re-read from the target cluster)"
-        );
         let store = Self::create(dir, identity)?;
         Ok((store, OpenOutcome::Rebuilt { moved_to, reason }))
     }
