@@ -342,6 +342,39 @@ fn a_source_topic_deleted_in_the_middle_of_a_batch_leaves_its_lane() {
     assert_exact_copy(&bed.source, &bed.target, &kept);
 }
 
+/// The local cache holds what is copied, not all ever copied: a topic
+/// deleted while running is forgotten when it leaves its lane, one deleted
+/// while eosmirror was stopped at the next start.
+#[test]
+fn the_cache_of_a_deleted_topic_is_forgotten() {
+    let bed = bed();
+    let setup = MirrorSetup::new(&bed.source.bootstrap, &bed.target.bootstrap);
+    let live = bed.source.create_topic("forgotten-live", 2);
+    let stopped = bed.source.create_topic("forgotten-stopped", 1);
+    let kept = bed.source.create_topic("forgotten-kept", 1);
+    for (topic, partitions) in [(&live, 2), (&stopped, 1), (&kept, 1)] {
+        bed.source.produce(topic, &records("old", partitions, 20));
+    }
+    let include = format!("{live},{stopped},{kept}");
+    let mut mirror = setup.start(&include, &[]);
+    for topic in [&live, &stopped, &kept] {
+        wait_for_copy(&bed.source, &bed.target, topic, COPY_LIMIT, &mut mirror);
+    }
+    let since = mirror.output().len();
+    bed.source.delete_topic(&live);
+    let forgot = |n: usize| format!("forgot the local cache of {n} partition(s) no longer copied");
+    mirror.wait_for_output(since, &[&forgot(2)], COPY_LIMIT);
+    assert_eq!(mirror.stop(EXIT_LIMIT), 0, "{}", mirror.output());
+
+    bed.source.delete_topic(&stopped);
+    let mut mirror = setup.start(&include, &[]);
+    mirror.wait_for_output(0, &[&forgot(1)], COPY_LIMIT);
+    bed.source.produce(&kept, &records("new", 1, 10));
+    wait_for_copy(&bed.source, &bed.target, &kept, COPY_LIMIT, &mut mirror);
+    assert_eq!(mirror.stop(EXIT_LIMIT), 0, "{}", mirror.output());
+    assert_exact_copy(&bed.source, &bed.target, &kept);
+}
+
 #[test]
 fn a_recreated_target_topic_is_a_named_stop() {
     let bed = bed();

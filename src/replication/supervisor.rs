@@ -235,6 +235,7 @@ pub async fn run(
                     current.extend(first_miss.iter().cloned());
                     missed_once = first_miss;
                     log_changes(&known, &current, layout);
+                    forget_uncopied(&state, &known, &current, first_refresh);
                     // A partition that left (its topic deleted, or no
                     // longer matched) leaves its lane at the lane's next
                     // batch boundary, as a new one joins.
@@ -510,6 +511,47 @@ async fn report_progress(health: Arc<Health>, interval: Duration, shutdown: Shut
             None => {}
         }
         before = now;
+    }
+}
+
+/// Forgets the local cache of partitions no longer copied: those that left
+/// since the last refresh and, at the first, those a previous run cached
+/// (their topics deleted or no longer selected since). The cache would
+/// otherwise grow with every partition ever copied. Only a hint is lost: a
+/// partition that comes back resumes from the target. A lane committing a
+/// leaving partition's last batch may write its entry again, forgotten at
+/// the next start.
+fn forget_uncopied(
+    state: &StateStore,
+    known: &HashSet<SourcePartition>,
+    current: &HashSet<SourcePartition>,
+    first_refresh: bool,
+) {
+    let gone: Vec<SourcePartition> = if first_refresh {
+        match state.cached_partitions() {
+            Ok(cached) => cached
+                .into_iter()
+                .filter(|p| !current.contains(p))
+                .collect(),
+            Err(e) => {
+                tracing::warn!(error = %e, "listing the local cache's partitions failed; it is only a cache");
+                return;
+            }
+        }
+    } else {
+        known.difference(current).cloned().collect()
+    };
+    for partition in &gone {
+        if let Err(e) = state.reset_partition(partition) {
+            tracing::warn!(%partition, error = %e, "forgetting the local cache of a partition no longer copied failed; it is only a cache");
+            return;
+        }
+    }
+    if !gone.is_empty() {
+        tracing::info!(
+            "forgot the local cache of {} partition(s) no longer copied",
+            gone.len()
+        );
     }
 }
 

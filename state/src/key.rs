@@ -48,6 +48,17 @@ impl SourcePartition {
         key
     }
 
+    /// The partition whose checkpoint key is `key` (see [`Self::key`]).
+    pub(crate) fn from_key(key: &[u8]) -> Option<SourcePartition> {
+        let end = key.iter().position(|&b| b == TOPIC_END)?;
+        let topic = std::str::from_utf8(&key[..end]).ok()?;
+        let partition: [u8; 4] = key.get(end + 1..)?.try_into().ok()?;
+        Some(SourcePartition::new(
+            topic,
+            (u32::from_be_bytes(partition) ^ (1 << 31)) as i32,
+        ))
+    }
+
     /// Key of the offset run of this partition starting at `source_offset`:
     /// the partition key followed by the offset (fixed 8 bytes), so one
     /// partition's runs are contiguous and sorted by source offset.
@@ -89,6 +100,22 @@ mod tests {
         for pair in partitions.windows(2) {
             assert!(ordered_i32(pair[0]) < ordered_i32(pair[1]), "{pair:?}");
         }
+    }
+
+    #[test]
+    fn a_checkpoint_key_names_its_partition() {
+        for sp in [
+            SourcePartition::new("orders", 0),
+            SourcePartition::new("a.b", 256),
+            SourcePartition::new("x", i32::MAX),
+        ] {
+            assert_eq!(SourcePartition::from_key(&sp.key()), Some(sp.clone()));
+        }
+        assert_eq!(SourcePartition::from_key(b"no-end"), None);
+        assert_eq!(
+            SourcePartition::from_key(&SourcePartition::new("t", 1).run_key(5)),
+            None
+        );
     }
 
     #[test]

@@ -370,6 +370,27 @@ impl StateStore {
             })
     }
 
+    /// The partitions the cache holds a checkpoint of: one no longer copied
+    /// (its topic deleted, or no longer selected) is forgotten by the
+    /// caller, so the cache holds what is copied, not all ever copied.
+    pub fn cached_partitions(&self) -> Result<Vec<SourcePartition>, StateError> {
+        let mut partitions = Vec::new();
+        for key in self.checkpoints.iter().keys() {
+            let key = key.map_err(|e| self.storage(e))?;
+            match SourcePartition::from_key(&key) {
+                Some(partition) => partitions.push(partition),
+                None => {
+                    return Err(StateError::Corrupt {
+                        dir: self.dir.clone(),
+                        what: format!("checkpoint key {key:?}"),
+                        detail: "it names no partition".into(),
+                    })
+                }
+            }
+        }
+        Ok(partitions)
+    }
+
     /// Forgets the checkpoint and all offset runs of `partition`, atomically,
     /// leaving other partitions alone. Used when the target (the source of
     /// truth) disagrees with the cache: the cache then restarts from the

@@ -677,7 +677,14 @@ fn reset_partition_removes_only_that_partition() {
             .unwrap();
     }
 
+    let mut cached = store.cached_partitions().unwrap();
+    cached.sort();
+    let mut all = parts.to_vec();
+    all.sort();
+    assert_eq!(cached, all);
+
     store.reset_partition(&parts[0]).unwrap();
+    assert!(!store.cached_partitions().unwrap().contains(&parts[0]));
     assert_eq!(store.checkpoint(&parts[0]).unwrap(), None);
     assert_eq!(store.translate(&parts[0], 0).unwrap(), None);
     assert_eq!(store.translate(&parts[0], 4).unwrap(), None);
