@@ -268,7 +268,11 @@ impl LaneSession<'_> {
         // The lineage check's requests go out after the batch's last fetch
         // and are answered while the copies flush.
         let lineage = self.request_lineage();
+        // Each step below blocks for at most one call timeout, which the
+        // stall limit exceeds; the steps together may not, so each that
+        // returns counts as progress.
         let copies = self.collect_copies()?;
+        self.worker.health.progress(lane);
         let flushed = Instant::now();
         crash_point!(failpoints::LANE_AFTER_FLUSH);
         self.check_lineage(lineage)?;
@@ -276,7 +280,9 @@ impl LaneSession<'_> {
         let records = self.progress_records(copies)?;
         self.send_progress(&records)?;
         crash_point!(failpoints::LANE_AFTER_PROGRESS);
+        self.worker.health.progress(lane);
         self.fence()?;
+        self.worker.health.progress(lane);
         let fenced = Instant::now();
         if self.worker.tenure.stop.load(Ordering::Relaxed)
             && fault_armed(failpoints::LANE_STOP_COMMIT_FAILS)
