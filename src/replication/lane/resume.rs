@@ -62,6 +62,10 @@ impl LaneWorker {
             };
         }
         crash_point!(failpoints::LANE_AFTER_INIT);
+        // A slow init may return after the lane was revoked: nothing more.
+        if self.tenure.stop.load(Ordering::Relaxed) {
+            return Ok(SessionEnd::Shutdown);
+        }
 
         let (found, cached) = match self.resume_positions(&partitions) {
             Ok(read) => read,

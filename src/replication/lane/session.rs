@@ -220,6 +220,12 @@ impl<'w> LaneSession<'w> {
 
     pub(super) fn run(&mut self) -> Result<SessionEnd, WorkerError> {
         let lane = self.worker.lane;
+        // Asked to stop (shutdown, or the group moved the lane) while the
+        // session started: no claim, which would write the lane after its
+        // revocation (invariant 4).
+        if self.worker.tenure.stop.load(Ordering::Relaxed) {
+            return Ok(SessionEnd::Shutdown);
+        }
         if let Err(failure) = self.claim() {
             return match failure.disposition {
                 Disposition::Fatal => Err(self.internal_record_failure(failure)),
