@@ -339,12 +339,19 @@ fn a_source_topic_deleted_in_the_middle_of_a_batch_leaves_its_lane() {
         "a deleted topic was taken for a recreated one:\n{}",
         mirror.output()
     );
+    assert!(
+        mirror
+            .output()
+            .contains("was deleted while the batch was read"),
+        "the deletion must end an open batch:\n{}",
+        mirror.output()
+    );
     assert_exact_copy(&bed.source, &bed.target, &kept);
 }
 
 /// The local cache holds what is copied, not all ever copied: a topic
-/// deleted while running is forgotten when it leaves its lane, one deleted
-/// while eosmirror was stopped at the next start.
+/// deleted while running is forgotten by its lane when it leaves it, one
+/// deleted while eosmirror was stopped at the next start.
 #[test]
 fn the_cache_of_a_deleted_topic_is_forgotten() {
     let bed = bed();
@@ -356,7 +363,8 @@ fn the_cache_of_a_deleted_topic_is_forgotten() {
         bed.source.produce(topic, &records("old", partitions, 20));
     }
     let include = format!("{live},{stopped},{kept}");
-    let mut mirror = setup.start(&include, &[]);
+    // One lane: the deleted topic's partitions leave it together.
+    let mut mirror = setup.start(&include, &["--lanes", "1"]);
     for topic in [&live, &stopped, &kept] {
         wait_for_copy(&bed.source, &bed.target, topic, COPY_LIMIT, &mut mirror);
     }
@@ -367,7 +375,7 @@ fn the_cache_of_a_deleted_topic_is_forgotten() {
     assert_eq!(mirror.stop(EXIT_LIMIT), 0, "{}", mirror.output());
 
     bed.source.delete_topic(&stopped);
-    let mut mirror = setup.start(&include, &[]);
+    let mut mirror = setup.start(&include, &["--lanes", "1"]);
     mirror.wait_for_output(0, &[&forgot(1)], COPY_LIMIT);
     bed.source.produce(&kept, &records("new", 1, 10));
     wait_for_copy(&bed.source, &bed.target, &kept, COPY_LIMIT, &mut mirror);

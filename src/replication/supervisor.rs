@@ -199,9 +199,6 @@ pub async fn run(
                     max_message_bytes,
                 }) => {
                     batch_limits.extend(max_message_bytes);
-                    let selected: HashSet<&str> =
-                        partitions.iter().map(|p| p.topic.as_str()).collect();
-                    batch_limits.retain(|topic, _| selected.contains(topic.as_str()));
                     // Not fatal, not even at start: a restart of a fleet
                     // copying the other topics must go on copying them.
                     for topic in &refused {
@@ -235,7 +232,13 @@ pub async fn run(
                     current.extend(first_miss.iter().cloned());
                     missed_once = first_miss;
                     log_changes(&known, &current, layout);
-                    forget_uncopied(&state, &known, &current, first_refresh);
+                    if first_refresh {
+                        forget_uncopied(&state, &current);
+                    }
+                    // Limits of the topics still copied (a partition
+                    // missing from one answer included).
+                    let topics: HashSet<&str> = current.iter().map(|p| p.topic.as_str()).collect();
+                    batch_limits.retain(|topic, _| topics.contains(topic.as_str()));
                     // A partition that left (its topic deleted, or no
                     // longer matched) leaves its lane at the lane's next
                     // batch boundary, as a new one joins.
@@ -514,32 +517,21 @@ async fn report_progress(health: Arc<Health>, interval: Duration, shutdown: Shut
     }
 }
 
-/// Forgets the local cache of partitions no longer copied: those that left
-/// since the last refresh and, at the first, those a previous run cached
-/// (their topics deleted or no longer selected since). The cache would
-/// otherwise grow with every partition ever copied. Only a hint is lost: a
-/// partition that comes back resumes from the target. A lane committing a
-/// leaving partition's last batch may write its entry again, forgotten at
-/// the next start.
-fn forget_uncopied(
-    state: &StateStore,
-    known: &HashSet<SourcePartition>,
-    current: &HashSet<SourcePartition>,
-    first_refresh: bool,
-) {
-    let gone: Vec<SourcePartition> = if first_refresh {
-        match state.cached_partitions() {
-            Ok(cached) => cached
-                .into_iter()
-                .filter(|p| !current.contains(p))
-                .collect(),
-            Err(e) => {
-                tracing::warn!(error = %e, "listing the local cache's partitions failed; it is only a cache");
-                return;
-            }
+/// At the first refresh, before any lane runs: forgets the local cache of
+/// partitions a previous run cached and this one does not copy (their
+/// topics deleted or no longer selected since). Later, each lane forgets
+/// the partitions that leave it (`LaneWorker::forget_left`), being their
+/// cache's only writer.
+fn forget_uncopied(state: &StateStore, current: &HashSet<SourcePartition>) {
+    let gone: Vec<SourcePartition> = match state.cached_partitions() {
+        Ok(cached) => cached
+            .into_iter()
+            .filter(|p| !current.contains(p))
+            .collect(),
+        Err(e) => {
+            tracing::warn!(error = %e, "listing the local cache's partitions failed; it is only a cache");
+            return;
         }
-    } else {
-        known.difference(current).cloned().collect()
     };
     for partition in &gone {
         if let Err(e) = state.reset_partition(partition) {

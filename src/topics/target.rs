@@ -98,6 +98,11 @@ pub enum TopicError {
         /// The rendered tool connection, for the command.
         tools: String,
     },
+    #[error("reading the settings of source topic {topic} was denied ({code}): the source user needs DescribeConfigs on it")]
+    SourceSettingsDenied {
+        topic: String,
+        code: RDKafkaErrorCode,
+    },
     #[error("{operation} for topic {topic} on the {cluster} cluster failed: {reason}")]
     Admin {
         operation: &'static str,
@@ -416,7 +421,11 @@ pub struct RefusedTopic {
 /// The step of making a topic's copy ready that failed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum RefusedStep {
-    /// Reading the source topic's settings (DescribeConfigs).
+    /// Reading the source topic's settings (DescribeConfigs), which the
+    /// source denied.
+    ReadSettingsDenied,
+    /// Reading the source topic's settings, which failed otherwise (a
+    /// time-out, a broker away): likely gone at the next refresh.
     ReadSettings,
     /// Creating the target topic.
     Create,
@@ -427,7 +436,8 @@ pub enum RefusedStep {
 impl fmt::Display for RefusedTopic {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self.step {
-            RefusedStep::ReadSettings => write!(f, "the settings of source topic {} could not be read ({}), and the target topic eosmirror would create carries them: its records are not copied. Allow DescribeConfigs on it to the source user (e.g. `kafka-acls.sh --add --allow-principal User:<source user> --operation DescribeConfigs --topic {}`), or create it on the target yourself with {} partitions, message.timestamp.type=CreateTime and the source topic's settings eosmirror would copy ({})", self.topic, self.reason, self.topic, self.partitions, COPIED_SETTINGS.join(", ")),
+            RefusedStep::ReadSettingsDenied => write!(f, "the settings of source topic {} could not be read ({}), and the target topic eosmirror would create carries them: its records are not copied. Allow DescribeConfigs on it to the source user (e.g. `kafka-acls.sh --add --allow-principal User:<source user> --operation DescribeConfigs --topic {}`), or create it on the target yourself with {} partitions, message.timestamp.type=CreateTime and the source topic's settings eosmirror would copy ({})", self.topic, self.reason, self.topic, self.partitions, COPIED_SETTINGS.join(", ")),
+            RefusedStep::ReadSettings => write!(f, "the settings of source topic {} could not be read ({}), and the target topic eosmirror would create carries them: its records are not copied until a refresh reads them", self.topic, self.reason),
             RefusedStep::Create => write!(f, "the target refused to create topic {} ({}): its records are not copied. Create it on the target yourself with {} partitions, message.timestamp.type=CreateTime and the source topic's settings eosmirror would copy ({}) (eosmirror then copies into it), or fix what the target refuses", self.topic, self.reason, self.partitions, COPIED_SETTINGS.join(", ")),
             RefusedStep::AddPartitions => write!(f, "the target refused to add partitions to topic {} ({}): its partitions from {} on are not copied. Add them on the target yourself (kafka-topics.sh --alter --topic {} --partitions {}), or fix what the target refuses", self.topic, self.reason, self.copyable, self.topic, self.partitions),
         }
@@ -495,8 +505,14 @@ pub async fn prepare_target(
                     topic: topic.name.clone(),
                     copyable: 0,
                     partitions: topic.partitions,
-                    step: RefusedStep::ReadSettings,
-                    reason: e.to_string(),
+                    step: match e {
+                        TopicError::SourceSettingsDenied { .. } => RefusedStep::ReadSettingsDenied,
+                        _ => RefusedStep::ReadSettings,
+                    },
+                    reason: match e {
+                        TopicError::SourceSettingsDenied { code, .. } => code.to_string(),
+                        other => other.to_string(),
+                    },
                 });
                 continue;
             }
@@ -685,11 +701,9 @@ pub(crate) async fn source_topic_settings(
     // A fault: the source refuses to describe topics named like the
     // argument, as it does without a DescribeConfigs ACL.
     if fault_argument(failpoints::TOPICS_REFUSE_DESCRIBE).is_some_and(|t| topic.contains(&t)) {
-        return Err(TopicError::Admin {
-            operation: "describe configs",
+        return Err(TopicError::SourceSettingsDenied {
             topic: topic.to_string(),
-            cluster: "source",
-            reason: RDKafkaErrorCode::TopicAuthorizationFailed.to_string(),
+            code: RDKafkaErrorCode::TopicAuthorizationFailed,
         });
     }
     let answers = describe_topics(source_admin, &[topic])
@@ -702,11 +716,19 @@ pub(crate) async fn source_topic_settings(
         })?;
     let mut settings = Vec::new();
     for (_, answer) in answers {
-        let resource = answer.map_err(|code| TopicError::Admin {
-            operation: "describe configs",
-            topic: topic.to_string(),
-            cluster: "source",
-            reason: code.to_string(),
+        let resource = answer.map_err(|code| match code {
+            TopicAuthorizationFailed | ClusterAuthorizationFailed => {
+                TopicError::SourceSettingsDenied {
+                    topic: topic.to_string(),
+                    code,
+                }
+            }
+            _ => TopicError::Admin {
+                operation: "describe configs",
+                topic: topic.to_string(),
+                cluster: "source",
+                reason: code.to_string(),
+            },
         })?;
         for entry in resource.entries {
             if entry.source == ConfigSource::DynamicTopic
@@ -949,6 +971,28 @@ mod tests {
         assert!(progress
             .settings
             .contains(&("retention.bytes", "-1".to_string())));
+    }
+
+    #[test]
+    fn a_source_topic_left_out_unread_names_the_acl_only_when_denied() {
+        let refused = |step| {
+            RefusedTopic {
+                topic: "orders".into(),
+                copyable: 0,
+                partitions: 3,
+                step,
+                reason: "why".into(),
+            }
+            .to_string()
+        };
+        let denied = refused(RefusedStep::ReadSettingsDenied);
+        assert!(
+            denied.contains("--operation DescribeConfigs --topic orders"),
+            "{denied}"
+        );
+        let failed = refused(RefusedStep::ReadSettings);
+        assert!(!failed.contains("kafka-acls"), "{failed}");
+        assert!(failed.contains("until a refresh reads them"), "{failed}");
     }
 
     #[test]

@@ -46,7 +46,7 @@
 //! All calls here block: a lane runs on a thread of its own, so the async
 //! runtime (metrics endpoint, signals, supervisor) never stalls.
 
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -305,6 +305,10 @@ pub struct LaneWorker {
     /// commits; `None` until a session has read it. Committed as the fleet
     /// group's offset of the lane.
     known_position: Cell<Option<i64>>,
+    /// The lane's partitions as last seen (stopped ones too): one that
+    /// leaves (its topic deleted, or no longer selected) has its local
+    /// cache forgotten by the lane, its only writer, between sessions.
+    last_partitions: RefCell<Vec<SourcePartition>>,
 }
 
 impl LaneWorker {
@@ -326,6 +330,7 @@ impl LaneWorker {
             budget,
             health,
             known_position: Cell::new(None),
+            last_partitions: RefCell::new(Vec::new()),
         }
     }
 
@@ -376,7 +381,7 @@ impl LaneWorker {
                     self.park(&parked, version);
                 }
                 SessionEnd::Repartitioned => {
-                    tracing::info!(lane = %self.lane, "the lane's partitions changed; starting a session with all of them")
+                    tracing::info!(lane = %self.lane, "the lane's partitions (or the batch size its topics allow) changed; starting a new session")
                 }
                 SessionEnd::Restart {
                     reason,

@@ -197,10 +197,34 @@ impl LaneWorker {
     }
 
     /// The lane's work without the stopped partitions, and its version.
+    /// Called between sessions, when no batch of the lane is open: forgets
+    /// the local cache of partitions that left the lane.
     pub(super) fn to_copy(&self) -> (u64, LaneWork) {
         let (version, mut work) = self.partitions.snapshot();
+        self.forget_left(&work.partitions);
         work.partitions.retain(|p| !self.health.stopped.contains(p));
         (version, work)
+    }
+
+    /// Forgets the local cache of the partitions last seen but not in `now`
+    /// (sorted), so the cache holds what is copied, not all ever copied.
+    /// Only a hint is lost: a partition that comes back resumes from the
+    /// target.
+    fn forget_left(&self, now: &[SourcePartition]) {
+        let mut last = self.last_partitions.borrow_mut();
+        let left: Vec<&SourcePartition> = last
+            .iter()
+            .filter(|p| now.binary_search(p).is_err())
+            .collect();
+        for partition in &left {
+            if let Err(e) = self.state.reset_partition(partition) {
+                tracing::warn!(lane = %self.lane, %partition, error = %e, "forgetting the local cache of a partition that left the lane failed; it is only a cache");
+            }
+        }
+        if !left.is_empty() {
+            tracing::info!(lane = %self.lane, "forgot the local cache of {} partition(s) no longer copied", left.len());
+        }
+        *last = now.to_vec();
     }
 
     /// Whether the operator let `topic` start over when recreated.
