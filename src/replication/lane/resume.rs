@@ -62,8 +62,11 @@ impl LaneWorker {
             };
         }
         crash_point!(failpoints::LANE_AFTER_INIT);
-        // A slow init may return after the lane was revoked: nothing more.
+        // A slow init (or one delivered after a freeze) may return after
+        // the lane was revoked: it may have fenced the new owner once, and
+        // does nothing more.
         if self.tenure.stop.load(Ordering::Relaxed) {
+            tracing::info!(lane = %self.lane, "the lane was asked to stop while init_transactions ran; the session ends before reading positions");
             return Ok(SessionEnd::Shutdown);
         }
 

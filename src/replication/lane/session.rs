@@ -224,6 +224,7 @@ impl<'w> LaneSession<'w> {
         // session started: no claim, which would write the lane after its
         // revocation (invariant 4).
         if self.worker.tenure.stop.load(Ordering::Relaxed) {
+            tracing::info!(%lane, "the lane was asked to stop while its session started; it ends before claiming the lane");
             return Ok(SessionEnd::Shutdown);
         }
         if let Err(failure) = self.claim() {
