@@ -305,9 +305,9 @@ pub struct LaneWorker {
     /// commits; `None` until a session has read it. Committed as the fleet
     /// group's offset of the lane.
     known_position: Cell<Option<i64>>,
-    /// The lane's partitions as last seen (stopped ones too): one that
-    /// leaves (its topic deleted, or no longer selected) has its local
-    /// cache forgotten by the lane, its only writer, between sessions.
+    /// The lane's partitions as last seen: one that leaves (its topic
+    /// deleted, or no longer selected) has its local cache forgotten by the
+    /// lane, its only writer, between sessions.
     last_partitions: RefCell<Vec<SourcePartition>>,
 }
 

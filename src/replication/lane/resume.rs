@@ -212,12 +212,14 @@ impl LaneWorker {
     /// Forgets the local cache of the partitions last seen but not in `now`
     /// (sorted), so the cache holds what is copied, not all ever copied.
     /// Only a hint is lost: a partition that comes back resumes from the
-    /// target.
+    /// target. A stopped partition (which the refresh also takes out) keeps
+    /// its cache: it may be the evidence of its stop (`TargetLostData`),
+    /// which a restart has to find again.
     fn forget_left(&self, now: &[SourcePartition]) {
         let mut last = self.last_partitions.borrow_mut();
         let left: Vec<&SourcePartition> = last
             .iter()
-            .filter(|p| now.binary_search(p).is_err())
+            .filter(|p| now.binary_search(p).is_err() && !self.health.stopped.contains(p))
             .collect();
         for partition in &left {
             if let Err(e) = self.state.reset_partition(partition) {
