@@ -20,7 +20,7 @@ use tokio::sync::mpsc;
 use super::client_settings;
 use super::copy_progress::{self, Report};
 use super::failure::WorkerError;
-use super::lane::{LanePartitions, LaneWork, LaneWorker, WorkerSettings};
+use super::lane::{self, LanePartitions, LaneWork, LaneWorker, WorkerSettings};
 use super::layout::{Lane, Layout};
 use super::limits::BufferBudget;
 use super::membership::{FleetSettings, LaneOwnership, Membership, MembershipError, Tenure};
@@ -233,7 +233,7 @@ pub async fn run(
                     missed_once = first_miss;
                     log_changes(&known, &current, layout);
                     if first_refresh {
-                        forget_uncopied(&state, &current);
+                        forget_cached_uncopied(&state, &current);
                     }
                     // Limits of the topics still copied (a partition
                     // missing from one answer included).
@@ -522,28 +522,16 @@ async fn report_progress(health: Arc<Health>, interval: Duration, shutdown: Shut
 /// topics deleted or no longer selected since). Later, each lane forgets
 /// the partitions that leave it (`LaneWorker::forget_left`), being their
 /// cache's only writer.
-fn forget_uncopied(state: &StateStore, current: &HashSet<SourcePartition>) {
-    let gone: Vec<SourcePartition> = match state.cached_partitions() {
-        Ok(cached) => cached
-            .into_iter()
-            .filter(|p| !current.contains(p))
-            .collect(),
+fn forget_cached_uncopied(state: &StateStore, current: &HashSet<SourcePartition>) {
+    match state.cached_partitions() {
+        Ok(cached) => {
+            let gone: Vec<&SourcePartition> =
+                cached.iter().filter(|p| !current.contains(*p)).collect();
+            lane::forget_uncopied(state, &gone);
+        }
         Err(e) => {
-            tracing::warn!(error = %e, "listing the local cache's partitions failed; it is only a cache");
-            return;
+            tracing::warn!(error = %e, "listing the local cache's partitions failed; it is only a cache")
         }
-    };
-    for partition in &gone {
-        if let Err(e) = state.reset_partition(partition) {
-            tracing::warn!(%partition, error = %e, "forgetting the local cache of a partition no longer copied failed; it is only a cache");
-            return;
-        }
-    }
-    if !gone.is_empty() {
-        tracing::info!(
-            "forgot the local cache of {} partition(s) no longer copied",
-            gone.len()
-        );
     }
 }
 

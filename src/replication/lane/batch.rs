@@ -401,13 +401,13 @@ impl LaneSession<'_> {
             detail,
             slot: None,
         })?;
+        let restart = |detail| TxnFailure {
+            disposition: Disposition::RestartSession,
+            detail,
+            slot: None,
+        };
         for &cursor in &self.touched_order {
             let c = &self.cursors[cursor];
-            let restart = |detail| TxnFailure {
-                disposition: Disposition::RestartSession,
-                detail,
-                slot: None,
-            };
             match ids.unchanged(&c.partition, &c.lineage) {
                 Ok(()) => {}
                 Err(Change::Deleted { side }) => {

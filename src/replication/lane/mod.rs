@@ -75,6 +75,8 @@ mod resume;
 mod session;
 mod siblings;
 
+pub use resume::forget_uncopied;
+
 /// What to do when source records disappear before they are copied.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum GapPolicy {

@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 
-use eosmirror_state::{Checkpoint, SourcePartition};
+use eosmirror_state::{Checkpoint, SourcePartition, StateStore};
 use rdkafka::consumer::BaseConsumer;
 
 use super::cache_check::{check_cache, CacheCheck};
@@ -221,14 +221,7 @@ impl LaneWorker {
             .iter()
             .filter(|p| now.binary_search(p).is_err() && !self.health.stopped.contains(p))
             .collect();
-        for partition in &left {
-            if let Err(e) = self.state.reset_partition(partition) {
-                tracing::warn!(lane = %self.lane, %partition, error = %e, "forgetting the local cache of a partition that left the lane failed; it is only a cache");
-            }
-        }
-        if !left.is_empty() {
-            tracing::info!(lane = %self.lane, "forgot the local cache of {} partition(s) no longer copied", left.len());
-        }
+        forget_uncopied(&self.state, &left);
         *last = now.to_vec();
     }
 
@@ -432,6 +425,24 @@ impl LaneWorker {
                 Ok(())
             }
         }
+    }
+}
+
+/// Forgets the local cache of `partitions`, no longer copied: by the
+/// supervisor before any lane runs, and by a lane for those that left it.
+/// Only a hint is lost: a partition that comes back resumes from the
+/// target.
+pub fn forget_uncopied(state: &StateStore, partitions: &[&SourcePartition]) {
+    for partition in partitions {
+        if let Err(e) = state.reset_partition(partition) {
+            tracing::warn!(%partition, error = %e, "forgetting the local cache of a partition no longer copied failed; it is only a cache");
+        }
+    }
+    if !partitions.is_empty() {
+        tracing::info!(
+            "forgot the local cache of {} partition(s) no longer copied",
+            partitions.len()
+        );
     }
 }
 

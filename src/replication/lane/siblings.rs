@@ -17,30 +17,26 @@ use eosmirror_state::SourcePartition;
 
 use super::LaneWorker;
 use crate::replication::layout::Lane;
-use crate::replication::positions::{LanePositions, ResumeError, ResumePosition};
+use crate::replication::positions::{ResumeError, ResumePosition};
 use crate::replication::progress::Lineage;
 
 /// The lineages the target records for each topic, from the positions of
 /// this lane and of the other lanes read so far this session.
-pub(super) struct RecordedTopics<'a> {
-    /// The lane's own positions, by topic.
-    own: HashMap<&'a str, Vec<&'a Lineage>>,
+pub(super) struct RecordedTopics {
+    /// The lane's own positions' lineages, by topic.
+    own: Lineages,
     /// Lanes read for a topic the lane's own positions do not name, kept
     /// for the session start so each is read at most once.
-    others: HashMap<Lane, HashMap<String, Vec<Lineage>>>,
+    others: HashMap<Lane, Lineages>,
 }
 
-impl<'a> RecordedTopics<'a> {
-    pub(super) fn new(own: &'a HashMap<SourcePartition, ResumePosition>) -> Self {
-        let mut by_topic: HashMap<&str, Vec<&Lineage>> = HashMap::new();
-        for (partition, position) in own {
-            by_topic
-                .entry(partition.topic.as_str())
-                .or_default()
-                .push(&position.record.lineage);
-        }
+/// Recorded lineages by topic.
+type Lineages = HashMap<String, Vec<Lineage>>;
+
+impl RecordedTopics {
+    pub(super) fn new(own: &HashMap<SourcePartition, ResumePosition>) -> Self {
         RecordedTopics {
-            own: by_topic,
+            own: by_topic(own),
             others: HashMap::new(),
         }
     }
@@ -55,48 +51,50 @@ impl<'a> RecordedTopics<'a> {
         topic: &str,
         current: &Lineage,
     ) -> Result<Option<Lineage>, ResumeError> {
-        if let Some(recorded) = self.own.get(topic) {
-            return Ok(objection(recorded.iter().copied(), current).cloned());
-        }
-        let lane = worker
-            .settings
-            .layout
-            .lane_of(&SourcePartition::new(topic, 0));
-        if lane == worker.lane {
-            return Ok(None);
-        }
-        let recorded = match self.others.entry(lane) {
-            Entry::Occupied(read) => read.into_mut(),
-            Entry::Vacant(unread) => {
-                unread.insert(lineages_by_topic(worker.read_lane(lane, None)?))
+        let recorded = match self.own.get(topic) {
+            Some(recorded) => recorded,
+            None => {
+                let lane = worker
+                    .settings
+                    .layout
+                    .lane_of(&SourcePartition::new(topic, 0));
+                if lane == worker.lane {
+                    return Ok(None);
+                }
+                let read = match self.others.entry(lane) {
+                    Entry::Occupied(read) => read.into_mut(),
+                    Entry::Vacant(unread) => {
+                        unread.insert(by_topic(&worker.read_lane(lane, None)?.latest))
+                    }
+                };
+                match read.get(topic) {
+                    Some(recorded) => recorded,
+                    None => return Ok(None),
+                }
             }
         };
-        Ok(recorded
-            .get(topic)
-            .and_then(|recorded| objection(recorded.iter(), current).cloned()))
+        Ok(objection(recorded, current).cloned())
     }
 }
 
-fn lineages_by_topic(read: LanePositions) -> HashMap<String, Vec<Lineage>> {
-    let mut by_topic: HashMap<String, Vec<Lineage>> = HashMap::new();
-    for (partition, position) in read.latest {
+/// The lineages `positions` record, by topic.
+fn by_topic(positions: &HashMap<SourcePartition, ResumePosition>) -> Lineages {
+    let mut by_topic = Lineages::new();
+    for (partition, position) in positions {
         by_topic
-            .entry(partition.topic)
+            .entry(partition.topic.clone())
             .or_default()
-            .push(position.record.lineage);
+            .push(position.record.lineage.clone());
     }
     by_topic
 }
 
 /// A recorded lineage other than `current`, unless one is `current`.
-fn objection<'l>(
-    mut recorded: impl Iterator<Item = &'l Lineage> + Clone,
-    current: &Lineage,
-) -> Option<&'l Lineage> {
-    if recorded.clone().any(|l| l == current) {
+fn objection<'l>(recorded: &'l [Lineage], current: &Lineage) -> Option<&'l Lineage> {
+    if recorded.contains(current) {
         return None;
     }
-    recorded.next()
+    recorded.first()
 }
 
 #[cfg(test)]
@@ -115,14 +113,15 @@ mod tests {
     #[test]
     fn a_new_partition_of_a_topic_recorded_only_before_it_was_recreated_is_objected_to() {
         let old = lineage(1);
-        assert_eq!(objection([&old, &old].into_iter(), &lineage(2)), Some(&old));
+        let recorded = [old.clone(), old.clone()];
+        assert_eq!(objection(&recorded, &lineage(2)), Some(&old));
     }
 
     #[test]
     fn a_new_partition_joins_a_copy_of_its_topic_as_it_is_now() {
         let (old, now) = (lineage(1), lineage(2));
         // Partly started over: one sibling already records the new topic.
-        assert_eq!(objection([&old, &now].into_iter(), &now), None);
-        assert_eq!(objection([].into_iter(), &now), None);
+        assert_eq!(objection(&[old, now.clone()], &now), None);
+        assert_eq!(objection(&[], &now), None);
     }
 }
